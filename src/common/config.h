@@ -1,0 +1,52 @@
+// The daemon's configuration: what `shingled.conf` (UCL) says, with every
+// option defaulted so that no file at all gives a working loopback server.
+// Plain data; loading and validation live in config_loader.{h,cpp}.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shingled {
+
+// One address to listen on (`bind_socket = "127.0.0.1:11335"`, "[::1]:11335",
+// "*:11335" expands to 0.0.0.0 and [::]).
+struct ListenAddress {
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  std::string text;  // as written by the user, for log lines
+};
+
+// An IPv4 or IPv6 network (`allow_update = ["127.0.0.1", "10.0.0.0/8"]`).
+struct Network {
+  int family = AF_INET;      // AF_INET or AF_INET6
+  uint8_t bytes[16] = {};    // network address, first 4 bytes for IPv4
+  uint8_t prefix_len = 32;   // 0..32 or 0..128
+  std::string text;
+};
+
+enum class IoBackendKind { uring, recvmmsg };
+
+struct Config {
+  std::string source;  // file the config came from, "" for built-in defaults
+
+  // Fuzzy storage (rspamd's fuzzy worker option names).
+  std::vector<ListenAddress> bind_sockets;       // default 127.0.0.1:11335
+  uint64_t expire_seconds = 90ull * 24 * 3600;   // `expire`, units s/min/h/d/w
+  std::vector<Network> allow_update;             // default: 127.0.0.1, ::1
+  std::string hashfile;                          // reserved for persistence
+  uint64_t max_hashes = 1'000'000;               // capacity of the digest table
+
+  // Engine.
+  unsigned workers = 0;           // 0 = one per online core
+  bool pin_workers = true;        // pin worker i to the i-th allowed CPU
+  IoBackendKind io = IoBackendKind::uring;  // falls back to recvmmsg with a log line
+
+  // Daemon.
+  std::string control_socket = "data/shingled.sock";  // Unix socket for shinglectl
+};
+
+}  // namespace shingled

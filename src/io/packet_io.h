@@ -1,0 +1,84 @@
+// The packet-I/O plug: one interface, several backends (io_uring, recvmmsg,
+// later DPDK). A backend belongs to exactly one worker thread and is never
+// touched by another; the engine never knows which backend it runs on.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+
+namespace shingled {
+
+// Largest datagram the backends hand to the engine. rspamd reads 1024 bytes
+// and truncates longer datagrams (spec 1); we read more and let the decoder
+// apply rspamd's rule, so a truncation is visible and counted.
+inline constexpr uint32_t kMaxDatagram = 2048;
+// Largest reply any service sends (encrypted 144-byte fuzzy reply = 184).
+inline constexpr uint32_t kMaxReply = 512;
+
+// A received datagram. `data` and `peer` stay valid until the next call to
+// receive_burst() on the same backend (run to completion: finish the burst,
+// then receive again).
+struct RxPacket {
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;           // bytes in `data` (truncated to kMaxDatagram)
+  bool truncated = false;     // the datagram was longer than kMaxDatagram
+  uint16_t listener = 0;      // index into the bind_sockets list
+  const sockaddr* peer = nullptr;
+  socklen_t peer_len = 0;
+};
+
+// Counters a backend keeps; only its own worker writes them.
+struct IoCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_truncated = 0;   // datagrams longer than kMaxDatagram
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_errors = 0;      // the kernel refused a send
+  uint64_t tx_queue_full = 0;  // replies dropped because every TX slot was busy
+  uint64_t syscalls = 0;       // submissions/waits made, to prove batching
+};
+
+class PacketIo {
+ public:
+  virtual ~PacketIo() = default;
+
+  virtual const char* name() const = 0;  // "io_uring", "recvmmsg"
+
+  // Returns up to `max` received datagrams. If none is ready, waits at most
+  // `timeout_us` microseconds (0: do not wait) or until the wake fd becomes
+  // readable. Releases the buffers of the previous burst.
+  virtual unsigned receive_burst(RxPacket* out, unsigned max, unsigned timeout_us) = 0;
+
+  // Copies a reply into a TX slot, to be sent from the socket of `listener`
+  // to `peer` at the next flush(). Returns false (and counts tx_queue_full)
+  // when no slot is free.
+  virtual bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
+                          const uint8_t* data, uint32_t len) = 0;
+
+  // Hands every queued reply to the kernel with one system call (or none,
+  // when nothing is queued).
+  virtual void flush() = 0;
+
+  // An eventfd that other threads write to wake this worker from its wait.
+  // The backend includes it in its wait and drains it.
+  virtual void set_wake_fd(int fd) = 0;
+
+  virtual const IoCounters& counters() const = 0;
+};
+
+// Opens this worker's own UDP sockets (SO_REUSEPORT, one per listen
+// address) and sets up the backend. Returns nullptr and fills `error` when
+// the backend cannot be set up (for io_uring: the kernel refuses it), so the
+// caller can fall back.
+std::unique_ptr<PacketIo> make_packet_io(IoBackendKind kind,
+                                         const std::vector<ListenAddress>& listeners,
+                                         std::string& error);
+
+}  // namespace shingled
