@@ -1,0 +1,62 @@
+// Engine start-up and shutdown (see engine.h).
+#include "engine/engine.h"
+
+#include "common/cpu.h"
+#include "common/log.h"
+
+namespace shingled {
+
+Engine::Engine(const Config& config, FuzzyStore& store)
+    : config_(config), store_(store), service_(store, config) {
+  const std::vector<int> cpus = allowed_cpus();
+  worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
+  if (worker_count_ > store_.shard_count()) worker_count_ = store_.shard_count();
+  rings_.reserve(size_t(worker_count_) * worker_count_);
+  for (unsigned i = 0; i < worker_count_ * worker_count_; ++i) {
+    // The diagonal (a worker to itself) is never used; keep it tiny.
+    const bool self = i / worker_count_ == i % worker_count_;
+    rings_.push_back(std::make_unique<SpscRing<InboxMessage>>(self ? 1 : kRingCapacity));
+  }
+}
+
+Engine::~Engine() { stop(); }
+
+bool Engine::start(std::string& error) {
+  IoBackendKind kind = config_.io;
+  for (unsigned i = 0; i < worker_count_; ++i) {
+    std::string io_error;
+    std::unique_ptr<PacketIo> io = make_packet_io(kind, config_.bind_sockets, io_error);
+    if (io == nullptr && kind == IoBackendKind::uring && i == 0) {
+      LOG_WARN("io_uring cannot be set up (%s); using the recvmmsg backend", io_error.c_str());
+      kind = IoBackendKind::recvmmsg;
+      io = make_packet_io(kind, config_.bind_sockets, io_error);
+    }
+    if (io == nullptr) {
+      error = io_error;
+      workers_.clear();
+      return false;
+    }
+    io_name_ = io->name();
+    workers_.push_back(std::make_unique<Worker>(*this, i, std::move(io)));
+  }
+  const std::vector<int> cpus = allowed_cpus();
+  for (unsigned i = 0; i < worker_count_; ++i) {
+    const int cpu = config_.pin_workers ? cpus[i % cpus.size()] : -1;
+    workers_[i]->start(cpu);
+  }
+  running_ = true;
+  LOG_INFO("%u worker(s) on %s, %u shards, capacity %llu hashes (%.1f MiB of tables)",
+           worker_count_, io_name_.c_str(), store_.shard_count(),
+           static_cast<unsigned long long>(store_.capacity()),
+           double(store_.memory_bytes()) / (1024 * 1024));
+  return true;
+}
+
+void Engine::stop() {
+  if (!running_) return;
+  for (auto& w : workers_) w->request_stop();
+  for (auto& w : workers_) w->join();
+  running_ = false;
+}
+
+}  // namespace shingled

@@ -1,0 +1,54 @@
+// The engine: the store, the workers (one per core, pinned), the SPSC rings
+// between every pair of them, and the shard -> owner map. Start-up opens
+// every socket before any worker runs, so a bind error stops the daemon
+// before it answers anything.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "engine/fuzzy_service.h"
+#include "engine/inbox_message.h"
+#include "engine/spsc_ring.h"
+#include "engine/worker.h"
+#include "store/fuzzy_store.h"
+
+namespace shingled {
+
+class Engine {
+ public:
+  static constexpr size_t kRingCapacity = 1024;  // messages per (sender, receiver) pair
+
+  Engine(const Config& config, FuzzyStore& store);
+  ~Engine();
+
+  // Creates the I/O backend of every worker (falling back from io_uring to
+  // recvmmsg with a log line when io_uring cannot be set up) and starts them.
+  bool start(std::string& error);
+  void stop();
+
+  unsigned worker_count() const { return static_cast<unsigned>(workers_.size()); }
+  const Worker& worker(unsigned i) const { return *workers_[i]; }
+  const char* io_name() const { return io_name_.c_str(); }
+  FuzzyStore& store() { return store_; }
+  FuzzyService& service() { return service_; }
+  const Config& config() const { return config_; }
+
+  unsigned owner_of_shard(unsigned shard) const { return shard % worker_count_; }
+  SpscRing<InboxMessage>& ring(unsigned from, unsigned to) { return *rings_[from * worker_count_ + to]; }
+  Worker& worker_mut(unsigned i) { return *workers_[i]; }
+
+ private:
+  Config config_;
+  FuzzyStore& store_;
+  FuzzyService service_;
+  unsigned worker_count_ = 0;
+  std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::string io_name_;
+  bool running_ = false;
+};
+
+}  // namespace shingled

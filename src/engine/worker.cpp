@@ -1,0 +1,292 @@
+// The per-core run-to-completion loop (see worker.h).
+#include "engine/worker.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/cpu.h"
+#include "common/log.h"
+#include "engine/engine.h"
+
+namespace shingled {
+
+namespace {
+constexpr unsigned kIdleWaitUs = 1000;        // longest sleep: timers run at least every ms
+constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it never stalls
+}  // namespace
+
+Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io)
+    : engine_(engine), index_(index), io_(std::move(io)), service_(engine.service()) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  io_->set_wake_fd(wake_fd_);
+  const unsigned n = engine_.worker_count();
+  index_batches_.resize(n);
+  for (auto& b : index_batches_) {
+    b.kind = InboxMessage::index_batch;
+    b.index.count = 0;
+  }
+  pending_.resize(n);
+}
+
+Worker::~Worker() {
+  join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Worker::start(int cpu) { thread_ = std::thread([this, cpu] { run(cpu); }); }
+
+void Worker::request_stop() {
+  stop_.store(true);
+  const uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::wake_if_sleeping() {
+  // Paired with the seq_cst store of sleeping_ in run(): either we see the
+  // sleeper's flag, or the sleeper sees our message before it waits.
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+}
+
+void Worker::run(int cpu) {
+  if (cpu >= 0) {
+    std::string error;
+    if (!pin_current_thread(cpu, error)) LOG_WARN("worker %u: %s", index_, error.c_str());
+  }
+  RxPacket rx[kBurst];
+  bool idle = false;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const uint32_t now = unix_seconds_now();
+    unsigned n = 0;
+    // While messages for a busy owner are held back, take no new packets:
+    // keep draining our own inbox so that owner (maybe waiting on us) moves.
+    const bool backlog = !flush_pending();
+    if (!backlog) {
+      unsigned wait = 0;
+      if (idle) {
+        sleeping_.store(true, std::memory_order_seq_cst);
+        if (inboxes_empty()) wait = kIdleWaitUs;
+      }
+      n = io_->receive_burst(rx, kBurst, wait);
+      sleeping_.store(false, std::memory_order_relaxed);
+    }
+    process_burst(rx, n, now);
+    const bool had_messages = drain_inboxes(now);
+    flush_index_batches();
+    flush_pending();
+    io_->flush();
+    idle = n == 0 && !had_messages && !backlog;
+    stats_.loop_iterations.add();
+    upkeep(now);
+  }
+  io_->flush();
+}
+
+void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
+  fuzzy::Request reqs[kBurst];
+  const fuzzy::Request* checks[kBurst];
+  unsigned check_packet[kBurst];
+  unsigned n_checks = 0;
+  uint8_t reply[kMaxReply];
+
+  for (unsigned i = 0; i < n; ++i) {
+    const RxPacket& p = rx[i];
+    size_t reply_len = 0;
+    switch (service_.accept(p.data, p.len, p.peer, stats_, reqs[i], reply, reply_len)) {
+      case FuzzyService::Disposition::drop:
+        break;
+      case FuzzyService::Disposition::reply:
+        if (FuzzyService::is_check(reqs[i])) {
+          checks[n_checks] = &reqs[i];
+          check_packet[n_checks++] = i;
+        } else if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(reply_len))) {
+          stats_.dropped.add();
+        }
+        break;
+      case FuzzyService::Disposition::update: {
+        const unsigned owner = engine_.owner_of_shard(service_.shard_of_update(reqs[i]));
+        if (owner != index_) {
+          forward_update(owner, reqs[i], p);
+          break;
+        }
+        const size_t len = service_.apply_update(reqs[i], now, stats_, *this, reply);
+        if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
+        break;
+      }
+    }
+  }
+
+  if (n_checks == 0) return;
+  CheckResult results[kBurst];
+  service_.store().check_batch(checks, n_checks, now, results);
+  for (unsigned c = 0; c < n_checks; ++c) {
+    const RxPacket& p = rx[check_packet[c]];
+    const size_t len = service_.answer_check(*checks[c], results[c], stats_, reply);
+    if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
+  }
+}
+
+// --- messages to other workers ----------------------------------------------
+
+// Sends `m` to worker `dest`: straight into its ring when nothing is held
+// back for it (order matters), else to the back of the held-back queue,
+// which only grows while that owner is slower than we are. False when even
+// that queue is full.
+bool Worker::enqueue(unsigned dest, const InboxMessage& m) {
+  SpscRing<InboxMessage>& ring = engine_.ring(index_, dest);
+  InboxMessage* slot = pending_[dest].empty() ? ring.reserve() : nullptr;
+  if (slot != nullptr) {
+    *slot = m;
+    ring.commit();
+    engine_.worker_mut(dest).wake_if_sleeping();
+    return true;
+  }
+  if (pending_[dest].size() >= kPendingLimit) return false;
+  pending_[dest].push_back(m);
+  return true;
+}
+
+void Worker::forward_update(unsigned owner, const fuzzy::Request& req, const RxPacket& pkt) {
+  InboxMessage m;
+  m.kind = InboxMessage::fuzzy_update;
+  m.listener = pkt.listener;
+  m.peer_len = std::min<socklen_t>(pkt.peer_len, sizeof m.peer);
+  std::memcpy(&m.peer, pkt.peer, m.peer_len);
+  m.request = req;
+  if (!enqueue(owner, m)) {
+    stats_.dropped.add();  // the client retransmits after its timeout
+    return;
+  }
+  stats_.forwarded_updates.add();
+}
+
+void Worker::add(unsigned shard, uint64_t key_hash, uint32_t ref) {
+  const unsigned owner = engine_.owner_of_shard(shard);
+  if (owner == index_) {
+    if (!service_.store().index_insert(shard, key_hash, ref)) stats_.index_full.add();
+    return;
+  }
+  InboxMessage& batch = index_batches_[owner];
+  batch.index.items[batch.index.count++] = IndexInsert{key_hash, ref};
+  if (batch.index.count == InboxMessage::kIndexBatch) send_index_batch(owner);
+}
+
+void Worker::flush_index_batches() {
+  for (unsigned dest = 0; dest < index_batches_.size(); ++dest) {
+    if (index_batches_[dest].index.count != 0) send_index_batch(dest);
+  }
+}
+
+void Worker::send_index_batch(unsigned dest) {
+  InboxMessage& batch = index_batches_[dest];
+  if (enqueue(dest, batch)) {
+    stats_.index_messages.add();
+  } else {
+    stats_.index_full.add(batch.index.count);  // those pairs stay unindexed
+  }
+  batch.index.count = 0;
+}
+
+// Moves held-back messages into their rings, in order. True when nothing is
+// left waiting.
+bool Worker::flush_pending() {
+  bool all_sent = true;
+  for (unsigned dest = 0; dest < pending_.size(); ++dest) {
+    auto& q = pending_[dest];
+    if (q.empty()) continue;
+    SpscRing<InboxMessage>& ring = engine_.ring(index_, dest);
+    while (!q.empty()) {
+      InboxMessage* slot = ring.reserve();
+      if (slot == nullptr) break;
+      *slot = q.front();
+      ring.commit();
+      q.pop_front();
+    }
+    engine_.worker_mut(dest).wake_if_sleeping();
+    if (!q.empty()) all_sent = false;
+  }
+  return all_sent;
+}
+
+bool Worker::inboxes_empty() const {
+  for (unsigned from = 0; from < engine_.worker_count(); ++from) {
+    if (from != index_ && !engine_.ring(from, index_).empty()) return false;
+  }
+  return true;
+}
+
+bool Worker::drain_inboxes(uint32_t now) {
+  bool any = false;
+  for (unsigned from = 0; from < engine_.worker_count(); ++from) {
+    if (from == index_) continue;
+    SpscRing<InboxMessage>& ring = engine_.ring(from, index_);
+    // A bounded number per sender per iteration keeps our own packets moving.
+    for (unsigned k = 0; k < kBurst; ++k) {
+      InboxMessage* m = ring.front();
+      if (m == nullptr) break;
+      execute(*m, now);
+      ring.release();
+      any = true;
+    }
+  }
+  return any;
+}
+
+void Worker::execute(const InboxMessage& m, uint32_t now) {
+  if (m.kind == InboxMessage::index_batch) {
+    for (uint32_t k = 0; k < m.index.count && k < InboxMessage::kIndexBatch; ++k) {
+      const IndexInsert& it = m.index.items[k];
+      if (!service_.store().index_insert(service_.store().shard_of(it.key_hash), it.key_hash, it.ref)) {
+        stats_.index_full.add();
+      }
+    }
+    return;
+  }
+  uint8_t reply[kMaxReply];
+  const size_t len = service_.apply_update(m.request, now, stats_, *this, reply);
+  if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
+                       uint32_t(len))) {
+    stats_.dropped.add();
+  }
+}
+
+// --- background upkeep ------------------------------------------------------
+
+void Worker::upkeep(uint32_t now) {
+  const uint64_t tick = monotonic_ms_now();
+  if (tick == last_tick_ms_) return;
+  last_tick_ms_ = tick;
+  FuzzyStore& store = service_.store();
+  const unsigned shards = store.shard_count();
+  // One owned shard per tick, round robin.
+  for (unsigned step = 0; step < shards; ++step) {
+    sweep_shard_ = (sweep_shard_ + 1) % shards;
+    if (engine_.owner_of_shard(static_cast<unsigned>(sweep_shard_)) == index_) break;
+  }
+  FuzzyStore::SweepStats s;
+  store.sweep(static_cast<unsigned>(sweep_shard_), now, kSweepBucketsPerTick, s);
+  if (s.expired) stats_.expired.add(s.expired);
+  publish_io_counters();
+}
+
+void Worker::publish_io_counters() {
+  const IoCounters& c = io_->counters();
+  stats_.rx_packets.set(c.rx_packets);
+  stats_.tx_packets.set(c.tx_packets);
+  stats_.rx_truncated.set(c.rx_truncated);
+  stats_.tx_errors.set(c.tx_errors + c.tx_queue_full);
+  stats_.syscalls.set(c.syscalls);
+}
+
+}  // namespace shingled

@@ -1,0 +1,319 @@
+// Digest table operations (see digest_table.h). Why a torn read is harmless:
+// readers copy tags, digest words and flags with relaxed loads and keep the
+// copy only if the bucket version did not move (seq_read_valid); the extra
+// flag block of a record is freed or reused only inside a write section of
+// the record's bucket, so a reader that followed a stale `extra` index sees
+// the version change and retries.
+#include "store/digest_table.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include "store/seqlock.h"
+#include "store/table_memory.h"
+
+namespace shingled {
+
+namespace {
+constexpr uint32_t kChainContinues = 2;  // version bit: probe the next bucket too
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+}  // namespace
+
+DigestTable::DigestTable(size_t records, size_t extra_blocks) {
+  bucket_count_ = std::max<size_t>(2, (records + kWays - 1) / kWays);
+  buckets_ = static_cast<Bucket*>(allocate_table_memory(bucket_count_ * sizeof(Bucket)));
+  if (buckets_ == nullptr) throw std::bad_alloc();
+  extra_.resize(std::max<size_t>(16, extra_blocks));
+  extra_free_.reserve(extra_.size());
+  for (size_t i = extra_.size(); i-- > 0;) extra_free_.push_back(static_cast<uint32_t>(i));
+}
+
+DigestTable::~DigestTable() { free_table_memory(buckets_, bucket_count_ * sizeof(Bucket)); }
+
+size_t DigestTable::memory_bytes() const {
+  return bucket_count_ * sizeof(Bucket) + extra_.size() * sizeof(ExtraFlags) +
+         extra_free_.capacity() * sizeof(uint32_t);
+}
+
+// Bits 16..47 pick the bucket (the store takes the top bits for the shard and
+// the low 16 are the tag), by multiply-shift instead of a modulo.
+size_t DigestTable::home(uint64_t hash) const {
+  return static_cast<size_t>((uint64_t(uint32_t(hash >> 16)) * bucket_count_) >> 32);
+}
+
+uint16_t DigestTable::tag_of(uint64_t hash) {
+  const uint16_t t = static_cast<uint16_t>(hash);
+  return t == 0 ? 1 : t;
+}
+
+void DigestTable::prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[home(hash)]); }
+
+void DigestTable::prefetch_slot(uint32_t slot) const {
+  const Bucket& b = buckets_[slot / kWays];
+  __builtin_prefetch(&b);
+  __builtin_prefetch(&b.records[slot % kWays]);
+  __builtin_prefetch(reinterpret_cast<const char*>(&b.records[slot % kWays]) + 64);
+}
+
+bool DigestTable::read_record(const Bucket& b, unsigned way, RecordView& out) const {
+  const Record& r = b.records[way];
+  for (unsigned i = 0; i < 8; ++i) {
+    const uint64_t w = relaxed_load(r.digest[i]);
+    std::memcpy(out.digest + 8 * i, &w, 8);
+  }
+  out.last_write = relaxed_load(r.last_write);
+  out.first_write = relaxed_load(r.first_write);
+  out.flags[0].flag = relaxed_load(r.flag);
+  out.flags[0].value = relaxed_load(r.value);
+  out.n_flags = 1;
+  const uint32_t extra = relaxed_load(r.extra);
+  if (extra != 0) {
+    if (extra > extra_.size()) return false;  // torn: the version check will retry
+    const ExtraFlags& e = extra_[extra - 1];
+    const uint32_t n = std::min<uint32_t>(relaxed_load(e.count), fuzzy::kMaxExtraFlags);
+    for (uint32_t k = 0; k < n; ++k) {
+      out.flags[1 + k].flag = relaxed_load(e.flag[k]);
+      out.flags[1 + k].value = relaxed_load(e.value[k]);
+    }
+    out.n_flags = static_cast<uint8_t>(1 + n);
+  }
+  return true;
+}
+
+bool DigestTable::find(uint64_t hash, const uint8_t* digest, RecordView& out,
+                       uint32_t& slot) const {
+  const uint16_t tag = tag_of(hash);
+  uint64_t want[8];
+  std::memcpy(want, digest, sizeof want);
+  size_t bi = home(hash);
+  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
+    const Bucket& b = buckets_[bi];
+    for (;;) {
+      const uint32_t v = seq_read_begin(b.version);
+      if (v & kSeqWriting) {
+        cpu_relax();
+        continue;
+      }
+      int found = -1;
+      for (unsigned w = 0; w < kWays && found < 0; ++w) {
+        if (relaxed_load(b.tags[w]) != tag) continue;
+        bool same = true;
+        for (unsigned i = 0; i < 8 && same; ++i) same = relaxed_load(b.records[w].digest[i]) == want[i];
+        if (same && read_record(b, w, out)) found = static_cast<int>(w);
+      }
+      if (!seq_read_valid(b.version, v)) continue;
+      if (found >= 0) {
+        slot = static_cast<uint32_t>(bi * kWays + found);
+        return true;
+      }
+      if (!(v & kChainContinues)) return false;
+      break;
+    }
+    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
+  }
+  return false;
+}
+
+bool DigestTable::slot_live(uint32_t slot) const {
+  return slot < slot_count() && relaxed_load(buckets_[slot / kWays].tags[slot % kWays]) != 0;
+}
+
+bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
+  if (slot >= slot_count()) return false;
+  const Bucket& b = buckets_[slot / kWays];
+  const unsigned way = slot % kWays;
+  for (;;) {
+    const uint32_t v = seq_read_begin(b.version);
+    if (v & kSeqWriting) {
+      cpu_relax();
+      continue;
+    }
+    const bool live = relaxed_load(b.tags[way]) != 0 && read_record(b, way, out);
+    if (seq_read_valid(b.version, v)) return live;
+  }
+}
+
+// Owner-side lookup: the owner is the only writer, so it reads without the
+// seqlock.
+bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
+                         unsigned& way) const {
+  const uint16_t tag = tag_of(hash);
+  size_t bi = home(hash);
+  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
+    const Bucket& b = buckets_[bi];
+    for (unsigned w = 0; w < kWays; ++w) {
+      if (b.tags[w] == tag && std::memcmp(b.records[w].digest, digest, fuzzy::kDigestSize) == 0) {
+        bucket = bi;
+        way = w;
+        return true;
+      }
+    }
+    if (!(b.version.load(std::memory_order_relaxed) & kChainContinues)) return false;
+    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
+  }
+  return false;
+}
+
+int32_t DigestTable::saturating_add(int32_t a, int32_t b) {
+  int32_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    ++saturations_;
+    return b > 0 ? INT32_MAX : INT32_MIN;
+  }
+  return r;
+}
+
+// Multi-flag rule of rspamd 4.x (spec 9.3): the same flag adds its value; a
+// new flag takes a free entry; with all 8 in use, a non-weak write evicts the
+// entry with the smallest value if its own value is larger. The entry with
+// the largest value is kept in the record itself as the primary.
+void DigestTable::apply_flag(Record& r, uint32_t flag, int32_t value, bool weak) {
+  fuzzy::FlagValue all[fuzzy::kMaxFlagsPerDigest];
+  unsigned n = 1;
+  all[0] = {r.flag, r.value};
+  ExtraFlags* e = r.extra ? &extra_[r.extra - 1] : nullptr;
+  if (e != nullptr) {
+    for (uint32_t k = 0; k < e->count; ++k) all[n++] = {e->flag[k], e->value[k]};
+  }
+
+  unsigned i = 0;
+  while (i < n && all[i].flag != flag) ++i;
+  if (i < n) {
+    all[i].value = saturating_add(all[i].value, value);
+  } else if (n < fuzzy::kMaxFlagsPerDigest) {
+    all[n++] = {flag, value};
+  } else if (!weak) {
+    unsigned smallest = 0;
+    for (unsigned k = 1; k < n; ++k) {
+      if (all[k].value < all[smallest].value) smallest = k;
+    }
+    if (value > all[smallest].value) all[smallest] = {flag, value};
+  }
+
+  unsigned best = 0;
+  for (unsigned k = 1; k < n; ++k) {
+    if (all[k].value > all[best].value) best = k;
+  }
+  std::swap(all[0], all[best]);
+
+  if (n > 1 && e == nullptr) {
+    if (extra_free_.empty()) {
+      ++extra_exhausted_;  // keep the primary flag only; counted, never corrupt
+      n = 1;
+    } else {
+      relaxed_store(r.extra, extra_free_.back() + 1);
+      extra_free_.pop_back();
+      e = &extra_[r.extra - 1];
+    }
+  }
+  relaxed_store(r.flag, all[0].flag);
+  relaxed_store(r.value, all[0].value);
+  if (e != nullptr) {
+    relaxed_store(e->count, n - 1);
+    for (unsigned k = 1; k < n; ++k) {
+      relaxed_store(e->flag[k - 1], all[k].flag);
+      relaxed_store(e->value[k - 1], all[k].value);
+    }
+  }
+}
+
+DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest, uint32_t flag,
+                                            int32_t value, bool weak, uint32_t now,
+                                            uint32_t reusable_stamp, bool may_create,
+                                            uint32_t& slot) {
+  size_t bi;
+  unsigned way;
+  if (locate(hash, digest, bi, way)) {
+    Bucket& b = buckets_[bi];
+    const uint32_t v = seq_write_begin(b.version);
+    Record& r = b.records[way];
+    apply_flag(r, flag, value, weak);
+    relaxed_store(r.last_write, now);
+    seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
+    slot = static_cast<uint32_t>(bi * kWays + way);
+    return WriteStatus::updated;
+  }
+  if (!may_create) return WriteStatus::full;
+
+  // New record: the first usable free slot along the chain. Every bucket
+  // passed on the way gets the "chain continues" bit so lookups reach it.
+  size_t start = home(hash);
+  bi = start;
+  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
+    Bucket& b = buckets_[bi];
+    for (way = 0; way < kWays; ++way) {
+      const Record& r = b.records[way];
+      if (b.tags[way] == 0 && (r.dead_stamp == 0 || r.dead_stamp <= reusable_stamp)) break;
+    }
+    if (way < kWays) {
+      for (size_t p = start; p != bi; p = p + 1 == bucket_count_ ? 0 : p + 1) {
+        Bucket& passed = buckets_[p];
+        const uint32_t pv = passed.version.load(std::memory_order_relaxed);
+        if (!(pv & kChainContinues)) {
+          const uint32_t at = seq_write_begin(passed.version);
+          seq_write_end(passed.version, at & ~kSeqWriting, kChainContinues);
+        }
+      }
+      const uint32_t v = seq_write_begin(b.version);
+      Record& r = b.records[way];
+      for (unsigned i = 0; i < 8; ++i) {
+        uint64_t w;
+        std::memcpy(&w, digest + 8 * i, 8);
+        relaxed_store(r.digest[i], w);
+      }
+      relaxed_store(r.flag, flag);
+      relaxed_store(r.value, value);
+      relaxed_store(r.extra, 0u);
+      relaxed_store(r.first_write, now);
+      relaxed_store(r.last_write, now);
+      relaxed_store(r.dead_stamp, 0u);
+      relaxed_store(b.tags[way], tag_of(hash));
+      seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
+      slot = static_cast<uint32_t>(bi * kWays + way);
+      return WriteStatus::created;
+    }
+    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
+  }
+  return WriteStatus::full;
+}
+
+void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
+  const uint32_t v = seq_write_begin(b.version);
+  Record& r = b.records[way];
+  if (r.extra != 0) {
+    extra_free_.push_back(r.extra - 1);
+    relaxed_store(r.extra, 0u);
+  }
+  relaxed_store(b.tags[way], uint16_t{0});
+  relaxed_store(r.dead_stamp, dead_stamp == 0 ? 1u : dead_stamp);
+  seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
+}
+
+bool DigestTable::remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp) {
+  size_t bi;
+  unsigned way;
+  if (!locate(hash, digest, bi, way)) return false;
+  kill(buckets_[bi], way, dead_stamp);
+  return true;
+}
+
+size_t DigestTable::expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff,
+                                 uint32_t dead_stamp) {
+  size_t removed = 0;
+  for (size_t n = 0; n < buckets && n < bucket_count_; ++n) {
+    if (cursor >= bucket_count_) cursor = 0;
+    Bucket& b = buckets_[cursor++];
+    for (unsigned w = 0; w < kWays; ++w) {
+      if (b.tags[w] != 0 && b.records[w].last_write < cutoff) {
+        kill(b, w, dead_stamp);
+        ++removed;
+      }
+    }
+  }
+  return removed;
+}
+
+}  // namespace shingled

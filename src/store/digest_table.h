@@ -1,0 +1,110 @@
+// One shard's digest table: fuzzy digests with their flags, values and write
+// times, in fixed-size records stored inline in 8-way buckets. The owner core
+// is the only writer; any core reads through the bucket seqlock (seqlock.h).
+// Records never move, so a slot number stays valid while the record lives.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "shingled/fuzzy_wire.h"
+#include "wire/fuzzy_reply.h"
+
+namespace shingled {
+
+// A consistent copy of one record, taken by a reader.
+struct RecordView {
+  uint8_t digest[fuzzy::kDigestSize];
+  uint32_t last_write = 0;   // unix seconds of the last WRITE (expiry runs from it)
+  uint32_t first_write = 0;  // unix seconds of the WRITE that created it
+  uint8_t n_flags = 0;       // 1..8; flags[0] holds the largest value (the primary)
+  fuzzy::FlagValue flags[fuzzy::kMaxFlagsPerDigest];
+};
+
+class DigestTable {
+ public:
+  static constexpr unsigned kWays = 8;
+  static constexpr unsigned kMaxProbe = 32;  // buckets a chain may span
+
+  enum class WriteStatus { created, updated, full };
+
+  // Room for at least `records` records; `extra_blocks` records may hold
+  // more than one flag at a time.
+  DigestTable(size_t records, size_t extra_blocks);
+  ~DigestTable();
+  DigestTable(const DigestTable&) = delete;
+  DigestTable& operator=(const DigestTable&) = delete;
+
+  uint32_t slot_count() const { return static_cast<uint32_t>(bucket_count_ * kWays); }
+  size_t memory_bytes() const;
+
+  // --- any thread ---------------------------------------------------------
+  void prefetch(uint64_t hash) const;
+  // Finds the live record for `digest`; fills `out` and `slot`.
+  bool find(uint64_t hash, const uint8_t* digest, RecordView& out, uint32_t& slot) const;
+  // Reads the record in `slot`; false when the slot holds no record.
+  bool read_slot(uint32_t slot, RecordView& out) const;
+  void prefetch_slot(uint32_t slot) const;
+  // Whether a record occupies `slot` (a single relaxed load; used by the
+  // index sweep, where a stale answer is corrected on the next pass).
+  bool slot_live(uint32_t slot) const;
+
+  // --- owner core only ----------------------------------------------------
+  // Adds `value` to `flag` of the digest, creating the record if needed.
+  // Free slots whose quarantine stamp is <= `reusable_stamp` may be reused.
+  // With `may_create` false (the store is full) only existing records change.
+  WriteStatus write(uint64_t hash, const uint8_t* digest, uint32_t flag, int32_t value,
+                    bool weak, uint32_t now, uint32_t reusable_stamp, bool may_create,
+                    uint32_t& slot);
+  // Removes the record; its slot is quarantined with `dead_stamp`.
+  bool remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp);
+  // Removes records last written before `cutoff`, scanning `buckets` buckets
+  // from `cursor` (which it advances, wrapping). Returns records removed.
+  size_t expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff, uint32_t dead_stamp);
+  // Values that saturated at INT32_MAX/MIN (rspamd's value is an i32).
+  uint64_t saturations() const { return saturations_; }
+  uint64_t extra_pool_exhausted() const { return extra_exhausted_; }
+
+ private:
+  struct Record {                          // 88 bytes, all fields owner-written
+    uint64_t digest[8];                    // read with relaxed loads by readers
+    int32_t value;                         // primary flag's value
+    uint32_t flag;                         // primary flag
+    uint32_t last_write;
+    uint32_t first_write;
+    uint32_t extra;                        // 1 + index into extra_, 0 = none
+    uint32_t dead_stamp;                   // free slot: quarantine stamp, 0 = never used
+  };
+  struct ExtraFlags {                      // the non-primary flags of one record
+    uint32_t count;
+    uint32_t flag[fuzzy::kMaxExtraFlags];
+    int32_t value[fuzzy::kMaxExtraFlags];
+  };
+  struct alignas(64) Bucket {
+    std::atomic<uint32_t> version;         // seqlock; bit 1: chain continues
+    uint16_t tags[kWays];                  // 0 = slot free
+    uint8_t pad[44];
+    Record records[kWays];
+  };
+  static_assert(sizeof(Record) == 88);
+  static_assert(sizeof(Bucket) == 64 + 8 * 88);
+
+  size_t home(uint64_t hash) const;
+  static uint16_t tag_of(uint64_t hash);
+  bool read_record(const Bucket& b, unsigned way, RecordView& out) const;
+  bool locate(uint64_t hash, const uint8_t* digest, size_t& bucket, unsigned& way) const;
+  void apply_flag(Record& r, uint32_t flag, int32_t value, bool weak);
+  void kill(Bucket& b, unsigned way, uint32_t dead_stamp);
+  int32_t saturating_add(int32_t a, int32_t b);
+
+  Bucket* buckets_ = nullptr;
+  size_t bucket_count_ = 0;
+  std::vector<ExtraFlags> extra_;
+  std::vector<uint32_t> extra_free_;
+  uint64_t saturations_ = 0;
+  uint64_t extra_exhausted_ = 0;
+};
+
+}  // namespace shingled

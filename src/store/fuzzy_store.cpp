@@ -1,0 +1,173 @@
+// Fuzzy store: sharding, CHECK (exact, then shingle vote), owner-side writes
+// and the background sweep. See fuzzy_store.h for the concurrency contract.
+#include "store/fuzzy_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace shingled {
+
+namespace {
+constexpr double kDigestLoad = 0.90;  // 8-way buckets stay short-chained at 90 %
+constexpr double kIndexLoad = 0.85;   // 10-way buckets at 85 %
+}  // namespace
+
+FuzzyStore::FuzzyStore(const StoreOptions& options)
+    : options_(options), shard_bits_(options.shard_bits), slot_bits_(32 - options.shard_bits) {
+  if (shard_bits_ < 1 || shard_bits_ > 12) throw std::invalid_argument("shard_bits out of range");
+  const double per_shard = std::max<double>(1.0, double(options_.max_hashes) / shard_count());
+  // Room for the shard that draws more than its share: about four standard
+  // deviations of a uniform spread.
+  const double skew = 1.0 + 4.0 / std::sqrt(per_shard) + 0.01;
+  const size_t records = size_t(std::ceil(per_shard * skew / kDigestLoad)) + DigestTable::kWays;
+  if (records >= (size_t(1) << slot_bits_) - 1) throw std::invalid_argument("max_hashes too large");
+  const size_t extra = std::max<size_t>(64, records / 8);
+  const size_t index_entries =
+      size_t(std::ceil(per_shard * fuzzy::kShingleCount * skew / kIndexLoad)) + ShingleIndex::kWays;
+  shards_.reserve(shard_count());
+  for (unsigned s = 0; s < shard_count(); ++s) {
+    shards_.push_back(std::make_unique<Shard>(records, extra, index_entries));
+  }
+}
+
+size_t FuzzyStore::memory_bytes() const {
+  size_t total = 0;
+  for (const auto& s : shards_) total += s->digests.memory_bytes() + s->index.memory_bytes();
+  return total;
+}
+
+void FuzzyStore::prefetch_check(const fuzzy::Request& req) const {
+  const uint64_t h = digest_hash(req.digest);
+  shards_[shard_of(h)]->digests.prefetch(h);
+  if (!req.has_shingles) return;
+  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+    const uint64_t sh = shingle_hash(i, req.shingles[i]);
+    shards_[shard_of(sh)]->index.prefetch(sh);
+  }
+}
+
+bool FuzzyStore::read_ref(uint32_t ref, RecordView& out) const {
+  if (ref == 0) return false;
+  const unsigned shard = ref >> slot_bits_;
+  const uint32_t slot = (ref & ((uint32_t(1) << slot_bits_) - 1)) - 1;
+  return shard < shards_.size() && shards_[shard]->digests.read_slot(slot, out);
+}
+
+CheckResult FuzzyStore::check(const fuzzy::Request& req, uint32_t now) const {
+  CheckResult result;
+  const auto expired = [&](const RecordView& r) {
+    return int64_t(now) - int64_t(r.last_write) > int64_t(options_.expire_seconds);
+  };
+
+  const uint64_t h = digest_hash(req.digest);
+  uint32_t slot;
+  if (shards_[shard_of(h)]->digests.find(h, req.digest, result.record, slot)) {
+    if (!expired(result.record)) {
+      result.kind = CheckResult::exact;
+      result.votes = fuzzy::kShingleCount;
+    }
+    return result;
+  }
+  if (!req.has_shingles) return result;
+
+  uint32_t refs[fuzzy::kShingleCount];
+  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+    const uint64_t sh = shingle_hash(i, req.shingles[i]);
+    refs[i] = shards_[shard_of(sh)]->index.lookup(sh);
+  }
+  // A hit needs at least 17 of 32 votes, a strict majority, so the
+  // Boyer-Moore majority vote finds the only possible winner in one pass.
+  uint32_t candidate = 0;
+  unsigned balance = 0;
+  for (uint32_t r : refs) {
+    if (r == 0) continue;
+    if (balance == 0) {
+      candidate = r;
+      balance = 1;
+    } else {
+      balance += r == candidate ? 1 : -1;
+    }
+  }
+  if (candidate == 0) return result;
+  const unsigned votes = unsigned(std::count(refs, refs + fuzzy::kShingleCount, candidate));
+  if (votes < kVoteThreshold) return result;
+  if (!read_ref(candidate, result.record) || expired(result.record)) return result;
+  result.kind = CheckResult::shingles;
+  result.votes = votes;
+  return result;
+}
+
+void FuzzyStore::check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
+                             CheckResult* out) const {
+  if (n == 0) return;
+  prefetch_check(*reqs[0]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 1 < n) prefetch_check(*reqs[i + 1]);
+    out[i] = check(*reqs[i], now);
+  }
+}
+
+uint32_t FuzzyStore::dead_stamp() const {
+  uint32_t most = 0;
+  for (const auto& s : shards_) most = std::max(most, s->index_passes.load(std::memory_order_acquire));
+  return most + 2;
+}
+
+uint32_t FuzzyStore::reusable_stamp() const {
+  uint32_t least = UINT32_MAX;
+  for (const auto& s : shards_) least = std::min(least, s->index_passes.load(std::memory_order_acquire));
+  return least;
+}
+
+WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Request& req,
+                              uint32_t now) {
+  WriteResult result;
+  const bool may_create = stored_hashes() < options_.max_hashes;
+  uint32_t slot = 0;
+  switch (shards_[shard]->digests.write(hash, req.digest, req.flag, req.value, req.weak, now,
+                                        reusable_stamp(), may_create, slot)) {
+    case DigestTable::WriteStatus::created:
+      stored_.fetch_add(1, std::memory_order_relaxed);
+      result.status = WriteResult::created;
+      break;
+    case DigestTable::WriteStatus::updated:
+      result.status = WriteResult::updated;
+      break;
+    case DigestTable::WriteStatus::full:
+      return result;
+  }
+  result.ref = make_ref(shard, slot);
+  return result;
+}
+
+bool FuzzyStore::remove(unsigned shard, uint64_t hash, const uint8_t* digest) {
+  if (!shards_[shard]->digests.remove(hash, digest, dead_stamp())) return false;
+  stored_.fetch_sub(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool FuzzyStore::index_insert(unsigned shard, uint64_t key_hash, uint32_t ref) {
+  if (shards_[shard]->index.insert(key_hash, ref)) return true;
+  index_full_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats) {
+  Shard& s = *shards_[shard];
+  const uint32_t cutoff = now > options_.expire_seconds ? now - options_.expire_seconds : 0;
+  const size_t expired = s.digests.expire_slice(s.digest_cursor, buckets, cutoff, dead_stamp());
+  if (expired) stored_.fetch_sub(expired, std::memory_order_relaxed);
+  stats.expired += expired;
+
+  const auto is_dead = [this](uint32_t ref) {
+    const unsigned owner = ref >> slot_bits_;
+    const uint32_t slot = (ref & ((uint32_t(1) << slot_bits_) - 1)) - 1;
+    return owner >= shards_.size() || !shards_[owner]->digests.slot_live(slot);
+  };
+  if (s.index.sweep_slice(s.index_cursor, buckets * 4, is_dead, stats.index_cleared)) {
+    s.index_passes.fetch_add(1, std::memory_order_release);
+  }
+}
+
+}  // namespace shingled

@@ -1,0 +1,130 @@
+// The fuzzy hash store: digest tables and shingle indexes split into a
+// power-of-two number of shards, each written by exactly one owner core.
+// CHECK runs on any core, lock-free, reading whatever shards it needs.
+// WRITE/DEL of a digest run on the owner of the digest's shard, which then
+// asks the owners of the 32 shingle keys to index them (the engine carries
+// those requests; see engine/worker.h).
+//
+// Record references: a 32-bit `ref` names a record slot anywhere in the
+// store: shard in the top bits, slot + 1 below (0 means "none").
+//
+// Slot reuse and the index: a dead record's slot keeps a quarantine stamp
+// and is reused only when every index shard has completed a full sweep pass
+// that started after the death, so every index entry still pointing at the
+// old record has been cleared by then.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "store/digest_table.h"
+#include "store/key_hash.h"
+#include "store/shingle_index.h"
+#include "wire/fuzzy_request.h"
+
+namespace shingled {
+
+struct StoreOptions {
+  uint64_t max_hashes = 1'000'000;
+  unsigned shard_bits = 6;                    // 64 shards
+  uint32_t expire_seconds = 90u * 24 * 3600;
+  KeyHashSecrets secrets = random_key_hash_secrets();
+};
+
+struct CheckResult {
+  enum Kind : uint8_t { miss, exact, shingles } kind = miss;
+  unsigned votes = 0;  // matching shingles of the winner (32 for an exact hit)
+  RecordView record;   // valid unless miss
+};
+
+struct WriteResult {
+  enum Status : uint8_t { created, updated, full } status = full;
+  uint32_t ref = 0;
+};
+
+// One shingle of a written record, addressed to the owner of its index shard.
+struct IndexInsert {
+  uint64_t key_hash;
+  uint32_t ref;
+};
+
+class FuzzyStore {
+ public:
+  static constexpr unsigned kVoteThreshold = 17;  // of 32: prob = k/32 > 0.5
+
+  explicit FuzzyStore(const StoreOptions& options);
+
+  unsigned shard_count() const { return 1u << shard_bits_; }
+  uint64_t capacity() const { return options_.max_hashes; }
+  uint32_t expire_seconds() const { return options_.expire_seconds; }
+  uint64_t stored_hashes() const { return stored_.load(std::memory_order_relaxed); }
+  size_t memory_bytes() const;
+
+  uint64_t digest_hash(const uint8_t* digest) const { return hash_digest(options_.secrets, digest); }
+  uint64_t shingle_hash(unsigned i, uint64_t value) const {
+    return hash_shingle(options_.secrets, i, value);
+  }
+  unsigned shard_of(uint64_t hash) const { return static_cast<unsigned>(hash >> (64 - shard_bits_)); }
+
+  // --- any thread ---------------------------------------------------------
+  // Prefetches the buckets a check of `req` will touch.
+  void prefetch_check(const fuzzy::Request& req) const;
+  // Exact digest first; if absent, the shingle vote (only when the request
+  // carries shingles). A digest that exists but expired is a miss, with no
+  // vote (rspamd's sqlite backend).
+  CheckResult check(const fuzzy::Request& req, uint32_t now) const;
+  // Checks a burst, prefetching one request ahead of the one it probes.
+  void check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
+                   CheckResult* out) const;
+  bool read_ref(uint32_t ref, RecordView& out) const;
+
+  // --- owner of the digest's shard ---------------------------------------
+  // Applies a WRITE to the digest record. The caller then indexes the
+  // request's shingles with index_keys() + index_insert() on their owners.
+  WriteResult write(unsigned shard, uint64_t hash, const fuzzy::Request& req, uint32_t now);
+  bool remove(unsigned shard, uint64_t hash, const uint8_t* digest);
+
+  // --- owner of the index shard ------------------------------------------
+  bool index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
+
+  // --- owner of the shard: background upkeep -----------------------------
+  // Expires records of `shard` and clears index entries of dead records,
+  // looking at a bounded number of buckets. Never blocks.
+  struct SweepStats {
+    size_t expired = 0;
+    size_t index_cleared = 0;
+  };
+  void sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats);
+
+  uint64_t index_full_count() const { return index_full_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Shard {
+    Shard(size_t records, size_t extra, size_t index_entries)
+        : digests(records, extra), index(index_entries) {}
+    DigestTable digests;
+    ShingleIndex index;
+    size_t digest_cursor = 0;
+    size_t index_cursor = 0;
+    std::atomic<uint32_t> index_passes{0};  // completed sweep passes of `index`
+  };
+
+  uint32_t make_ref(unsigned shard, uint32_t slot) const {
+    return (uint32_t(shard) << slot_bits_) | (slot + 1);
+  }
+  bool ref_is_dead(uint32_t ref, uint32_t now) const;
+  // Quarantine stamps (see the file comment).
+  uint32_t dead_stamp() const;
+  uint32_t reusable_stamp() const;
+
+  StoreOptions options_;
+  unsigned shard_bits_;
+  unsigned slot_bits_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<uint64_t> stored_{0};
+  std::atomic<uint64_t> index_full_{0};
+};
+
+}  // namespace shingled

@@ -1,0 +1,57 @@
+// Optimistic concurrency for buckets that one owner thread writes and any
+// thread reads: a version word that is odd while the owner writes. Readers
+// read the version, copy what they need, and retry if the version moved.
+//
+// Every shared field is accessed through relaxed atomic loads and stores
+// (plain moves on x86), so a reader racing a writer sees a mix of old and new
+// words, never undefined behaviour; the version check then discards the copy.
+// This is the fence-based seqlock of Boehm, "Can seqlocks get along with
+// programming language memory models?" (2012).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace shingled {
+
+template <typename T>
+inline T relaxed_load(const T& field) {
+  return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+template <typename T>
+inline void relaxed_store(T& field, T value) {
+  __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+// Low bit: a write is in progress. Bit 1 is left to the owner of the word
+// (tables use it as a sticky "a probe chain continues past this bucket").
+// The sequence proper counts in steps of 4.
+inline constexpr uint32_t kSeqWriting = 1;
+inline constexpr uint32_t kSeqStep = 4;
+
+// Owner side. The release fence after marking the version odd keeps the data
+// stores after it; the release store at the end publishes them.
+inline uint32_t seq_write_begin(std::atomic<uint32_t>& version) {
+  const uint32_t v = version.load(std::memory_order_relaxed);
+  version.store(v | kSeqWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  return v;
+}
+inline void seq_write_end(std::atomic<uint32_t>& version, uint32_t begun_at, uint32_t extra_bits = 0) {
+  version.store((begun_at + kSeqStep) | extra_bits, std::memory_order_release);
+}
+
+// Reader side: returns the version to compare later, or an odd value when a
+// write is in progress (the caller retries).
+inline uint32_t seq_read_begin(const std::atomic<uint32_t>& version) {
+  return version.load(std::memory_order_acquire);
+}
+// True when the data read since seq_read_begin() returned `begun_at` is a
+// consistent snapshot. The acquire fence keeps the data loads before the
+// second version load.
+inline bool seq_read_valid(const std::atomic<uint32_t>& version, uint32_t begun_at) {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return (begun_at & kSeqWriting) == 0 && version.load(std::memory_order_relaxed) == begun_at;
+}
+
+}  // namespace shingled

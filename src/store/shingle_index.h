@@ -1,0 +1,86 @@
+// One shard's shingle index: (shingle index i, shingle value) -> the record
+// that last wrote that pair, as in rspamd (a later write of the same pair
+// takes it over). 6-byte entries, ten to a 64-byte bucket: a 16-bit tag from
+// the key hash and a 32-bit record reference. The owner core writes; any
+// core reads through the bucket seqlock.
+//
+// Entries are not removed when their record dies: readers ignore references
+// to dead records, and sweep_slice() clears them in the background. The
+// store reuses a dead record's slot only after every index shard has been
+// swept once since (see fuzzy_store.h), so a reference never points at a
+// different, newer record.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace shingled {
+
+class ShingleIndex {
+ public:
+  static constexpr unsigned kWays = 10;
+  static constexpr unsigned kMaxProbe = 16;
+
+  explicit ShingleIndex(size_t entries);
+  ~ShingleIndex();
+  ShingleIndex(const ShingleIndex&) = delete;
+  ShingleIndex& operator=(const ShingleIndex&) = delete;
+
+  size_t memory_bytes() const;
+  size_t bucket_count() const { return bucket_count_; }
+
+  // --- any thread ---------------------------------------------------------
+  void prefetch(uint64_t hash) const;
+  // The record reference stored for the key, or 0.
+  uint32_t lookup(uint64_t hash) const;
+
+  // --- owner core only ----------------------------------------------------
+  // Points the key at `ref`, replacing whatever it pointed at. False when
+  // the probe chain is full (the pair is then not indexed; counted by caller).
+  bool insert(uint64_t hash, uint32_t ref);
+  // Clears entries whose reference `is_dead`, over `buckets` buckets from
+  // `cursor`; returns true when the cursor wrapped (a full pass completed).
+  template <typename IsDead>
+  bool sweep_slice(size_t& cursor, size_t buckets, IsDead&& is_dead, size_t& cleared);
+
+ private:
+  struct alignas(64) Bucket {
+    std::atomic<uint32_t> version;  // seqlock; bit 1: chain continues
+    uint16_t tags[kWays];
+    uint32_t refs[kWays];           // 0 = free entry
+  };
+  static_assert(sizeof(Bucket) == 64);
+
+  size_t home(uint64_t hash) const {
+    return static_cast<size_t>((uint64_t(uint32_t(hash >> 16)) * bucket_count_) >> 32);
+  }
+  static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
+  void clear_entry(Bucket& b, unsigned way);
+
+  Bucket* buckets_ = nullptr;
+  size_t bucket_count_ = 0;
+};
+
+template <typename IsDead>
+bool ShingleIndex::sweep_slice(size_t& cursor, size_t buckets, IsDead&& is_dead,
+                               size_t& cleared) {
+  bool wrapped = false;
+  for (size_t n = 0; n < buckets; ++n) {
+    if (cursor >= bucket_count_) {
+      cursor = 0;
+      wrapped = true;
+      break;
+    }
+    Bucket& b = buckets_[cursor++];
+    for (unsigned w = 0; w < kWays; ++w) {
+      if (b.refs[w] != 0 && is_dead(b.refs[w])) {
+        clear_entry(b, w);
+        ++cleared;
+      }
+    }
+  }
+  return wrapped;
+}
+
+}  // namespace shingled

@@ -1,0 +1,38 @@
+// Little-endian loads and stores for wire codecs: the protocols put every
+// integer on the wire little-endian whatever the CPU (spec 2).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace shingled {
+
+inline uint32_t load_le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline uint64_t load_le64(const uint8_t* p) {
+  return uint64_t(load_le32(p)) | uint64_t(load_le32(p + 4)) << 32;
+}
+inline void store_le32(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+  p[2] = uint8_t(v >> 16);
+  p[3] = uint8_t(v >> 24);
+}
+inline void store_le64(uint8_t* p, uint64_t v) {
+  store_le32(p, uint32_t(v));
+  store_le32(p + 4, uint32_t(v >> 32));
+}
+inline void store_le_f32(uint8_t* p, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  store_le32(p, bits);
+}
+inline float load_le_f32(const uint8_t* p) {
+  uint32_t bits = load_le32(p);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace shingled
