@@ -40,7 +40,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   }
   const fuzzy::DecodeStatus status = fuzzy::decode_request(data, len, req);
   if (status != fuzzy::DecodeStatus::ok) {
-    stats.malformed[static_cast<int>(status)].add();
+    stats.count_malformed(status);
     return Disposition::drop;
   }
 

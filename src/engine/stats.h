@@ -21,36 +21,56 @@ class Counter {
   std::atomic<uint64_t> v_{0};
 };
 
+// Every counter a worker keeps: name and meaning, in report order. The
+// X-macro keeps the struct, the JSON and the table in step.
+#define SHINGLED_WORKER_COUNTERS(X)                                                         \
+  X(check, "CHECK requests")                                                                \
+  X(write, "WRITE requests applied (on the owner core)")                                    \
+  X(del, "DEL requests applied (on the owner core)")                                        \
+  X(stat, "STAT requests")                                                                  \
+  X(ping, "PING requests")                                                                  \
+  X(other_command, "other command codes: acknowledged and ignored, as rspamd 3.4")          \
+  X(exact_hits, "CHECKs that found the digest")                                             \
+  X(shingle_hits, "CHECKs that matched by >= 17 of 32 shingles")                            \
+  X(misses, "CHECKs that found nothing")                                                    \
+  X(forbidden, "updates refused with 403: source outside allow_update")                     \
+  X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
+  X(malformed, "datagrams dropped as malformed (all reasons)")                              \
+  X(malformed_too_short, "dropped: shorter than 76 bytes")                                  \
+  X(malformed_bad_version, "dropped: unknown protocol version")                             \
+  X(malformed_bad_length_v3, "dropped: version 3 request of the wrong length")              \
+  X(malformed_truncated_shingles, "dropped: shingle count set but no shingle block")        \
+  X(malformed_bad_extension, "dropped: unknown or truncated extension record")              \
+  X(encrypted_without_key, "dropped: encrypted request and no keypair configured")          \
+  X(dropped, "replies or updates dropped: TX queue or inbox overflow")                      \
+  X(forwarded_updates, "WRITE/DEL handed to the owner core of the digest")                  \
+  X(index_messages, "shingle index batches sent to other owner cores")                      \
+  X(index_full, "shingle pairs not indexed: probe chain full")                              \
+  X(expired, "records removed by the expiry sweep")                                         \
+  X(loop_iterations, "worker loop iterations")                                              \
+  X(rx_packets, "datagrams received")                                                       \
+  X(tx_packets, "datagrams sent")                                                           \
+  X(rx_truncated, "datagrams longer than the receive buffer")                               \
+  X(tx_errors, "replies the kernel refused or that found no TX slot")                       \
+  X(syscalls, "system calls made by the I/O backend")
+
 struct alignas(64) WorkerStats {
-  // Requests accepted, by command.
-  Counter check;
-  Counter write;
-  Counter del;
-  Counter stat;
-  Counter ping;
-  Counter other_command;   // codes rspamd 3.4 treats as updates: acknowledged, ignored
-  // CHECK outcomes.
-  Counter exact_hits;
-  Counter shingle_hits;
-  Counter misses;
-  // Refusals and drops.
-  Counter forbidden;       // 403: write from outside allow_update
-  Counter store_full;      // write refused: max_hashes reached (reply value 500)
-  Counter malformed[static_cast<int>(fuzzy::DecodeStatus::count_)];  // by reason; [0] unused
-  Counter encrypted_without_key;  // "rsfe" request and no keypair configured
-  Counter dropped;         // could not be answered: TX queue full or inbox overflow
-  // Engine.
-  Counter forwarded_updates;   // WRITE/DEL handed to another owner core
-  Counter index_messages;      // shingle index batches sent to other owners
-  Counter index_full;          // shingle pairs not indexed: probe chain full
-  Counter expired;             // records removed by the expiry sweep
-  Counter loop_iterations;
-  // I/O (copied from the backend's IoCounters).
-  Counter rx_packets;
-  Counter tx_packets;
-  Counter rx_truncated;
-  Counter tx_errors;
-  Counter syscalls;
+#define SHINGLED_DECLARE_COUNTER(name, help) Counter name;
+  SHINGLED_WORKER_COUNTERS(SHINGLED_DECLARE_COUNTER)
+#undef SHINGLED_DECLARE_COUNTER
+
+  // Counts a dropped datagram under its reason.
+  void count_malformed(fuzzy::DecodeStatus s) {
+    malformed.add();
+    switch (s) {
+      case fuzzy::DecodeStatus::too_short: malformed_too_short.add(); break;
+      case fuzzy::DecodeStatus::bad_version: malformed_bad_version.add(); break;
+      case fuzzy::DecodeStatus::bad_length_v3: malformed_bad_length_v3.add(); break;
+      case fuzzy::DecodeStatus::truncated_shingles: malformed_truncated_shingles.add(); break;
+      case fuzzy::DecodeStatus::bad_extension: malformed_bad_extension.add(); break;
+      default: break;
+    }
+  }
 };
 
 }  // namespace shingled

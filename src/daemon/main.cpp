@@ -1,0 +1,202 @@
+// shingled: the daemon. Reads the config (or uses the built-in defaults),
+// builds the store, starts one worker per core, serves the control socket
+// and waits for a signal. Bad config stops it here, before any socket opens.
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#include "common/config_loader.h"
+#include "common/log.h"
+#include "daemon/control_server.h"
+#include "engine/engine.h"
+#include "store/fuzzy_store.h"
+
+namespace shingled {
+namespace {
+
+const char kUsage[] =
+    "Usage: shingled [--config FILE] [--check-config] [--log-level LEVEL]\n"
+    "       shingled --help | --version\n"
+    "\n"
+    "A fuzzy hash storage wire-compatible with rspamd's fuzzy storage worker.\n"
+    "With no --config it listens on 127.0.0.1:11335, accepts updates from\n"
+    "loopback only and keeps its control socket at data/shingled.sock.\n"
+    "\n"
+    "  -c, --config FILE     read the configuration from FILE (UCL, rspamd option names)\n"
+    "  -t, --check-config    check the configuration, print a summary and exit\n"
+    "  -l, --log-level LEVEL debug, info (default), warning or error\n"
+    "  -h, --help            show this help\n"
+    "  -v, --version         show the version\n"
+    "\n"
+    "Signals: SIGTERM and SIGINT stop the daemon.\n"
+    "Live figures: shinglectl stats [--json] [--socket PATH]\n";
+
+struct Options {
+  std::string config_path;
+  bool check_only = false;
+  LogLevel level = LogLevel::info;
+};
+
+// Returns -1 to continue, else the exit code.
+int parse_args(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "shingled: %s needs %s\n", a.c_str(), what);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-v" || a == "--version") {
+      printf("shingled %s\n", SHINGLED_VERSION);
+      return 0;
+    } else if (a == "-c" || a == "--config") {
+      const char* v = value("a file name");
+      if (!v) return 2;
+      o.config_path = v;
+    } else if (a.rfind("--config=", 0) == 0) {
+      o.config_path = a.substr(9);
+    } else if (a == "-t" || a == "--check-config") {
+      o.check_only = true;
+    } else if (a == "-l" || a == "--log-level") {
+      const char* v = value("a level");
+      if (!v) return 2;
+      const std::string l = v;
+      if (l == "debug") o.level = LogLevel::debug;
+      else if (l == "info") o.level = LogLevel::info;
+      else if (l == "warning" || l == "warn") o.level = LogLevel::warn;
+      else if (l == "error") o.level = LogLevel::error;
+      else {
+        fprintf(stderr, "shingled: unknown log level '%s'\n", v);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "shingled: unknown argument '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  return -1;
+}
+
+void print_summary(const Config& c) {
+  printf("config %s: OK\n", c.source.empty() ? "(built-in defaults)" : c.source.c_str());
+  for (const ListenAddress& a : c.bind_sockets) printf("  bind_socket    %s\n", a.text.c_str());
+  printf("  expire         %llu s\n", static_cast<unsigned long long>(c.expire_seconds));
+  printf("  allow_update  ");
+  if (c.allow_update.empty()) printf(" (nobody)");
+  for (const Network& n : c.allow_update) printf(" %s", n.text.c_str());
+  printf("\n  max_hashes     %llu\n", static_cast<unsigned long long>(c.max_hashes));
+  printf("  workers        %u%s\n", c.workers, c.workers == 0 ? " (one per core)" : "");
+  printf("  io             %s\n", c.io == IoBackendKind::uring ? "uring" : "recvmmsg");
+  printf("  control_socket %s\n", c.control_socket.c_str());
+}
+
+// Creates the directory that holds `path` when it is a relative default
+// such as data/shingled.sock.
+void ensure_parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return;
+  mkdir(path.substr(0, slash).c_str(), 0755);
+}
+
+double monotonic_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  if (const int rc = parse_args(argc, argv, opt); rc >= 0) return rc;
+  set_log_level(opt.level);
+
+  Config config = default_config();
+  if (!opt.config_path.empty()) {
+    ConfigError error;
+    if (!load_config_file(opt.config_path, config, error)) {
+      fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
+      return 1;
+    }
+  }
+  if (opt.check_only) {
+    print_summary(config);
+    return 0;
+  }
+
+  // Workers inherit this mask: signals reach only the main thread's signalfd.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int sig_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+
+  StoreOptions so;
+  so.max_hashes = config.max_hashes;
+  so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
+  std::unique_ptr<FuzzyStore> store;
+  try {
+    store = std::make_unique<FuzzyStore>(so);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "shingled: cannot allocate the store for max_hashes = %llu: %s\n",
+            static_cast<unsigned long long>(config.max_hashes), e.what());
+    return 1;
+  }
+
+  const double started = monotonic_seconds();
+  Engine engine(config, *store);
+  ControlServer control(engine, started);
+  ensure_parent_dir(config.control_socket);
+  std::string error;
+  if (!control.open(config.control_socket, error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return 1;
+  }
+  if (!engine.start(error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return 1;
+  }
+  for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
+  LOG_INFO("control socket %s", config.control_socket.c_str());
+
+  for (;;) {
+    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents & POLLIN) control.serve_pending();
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si;
+      if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
+      if (si.ssi_signo == SIGHUP) {
+        LOG_INFO("SIGHUP: logs go to stderr; nothing to reopen");
+        continue;
+      }
+      LOG_INFO("signal %u: stopping", si.ssi_signo);
+      break;
+    }
+  }
+  engine.stop();
+  LOG_INFO("stopped with %llu stored hashes", static_cast<unsigned long long>(store->stored_hashes()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace shingled
+
+int main(int argc, char** argv) { return shingled::run(argc, argv); }

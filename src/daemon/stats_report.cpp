@@ -1,0 +1,102 @@
+// Stats rendering (see stats_report.h). Reads each worker's counters with
+// relaxed loads; the sums are a consistent-enough snapshot for monitoring.
+#include "daemon/stats_report.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace shingled {
+
+namespace {
+
+struct Row {
+  const char* name;
+  const char* help;
+  std::vector<uint64_t> per_worker;
+  uint64_t total = 0;
+};
+
+std::vector<Row> collect(const Engine& engine) {
+  std::vector<Row> rows;
+#define SHINGLED_ROW(field, text) rows.push_back(Row{#field, text, {}, 0});
+  SHINGLED_WORKER_COUNTERS(SHINGLED_ROW)
+#undef SHINGLED_ROW
+  for (unsigned w = 0; w < engine.worker_count(); ++w) {
+    const WorkerStats& s = engine.worker(w).stats();
+    size_t i = 0;
+#define SHINGLED_READ(field, text)         \
+  rows[i].per_worker.push_back(s.field.get()); \
+  rows[i].total += s.field.get();          \
+  ++i;
+    SHINGLED_WORKER_COUNTERS(SHINGLED_READ)
+#undef SHINGLED_READ
+  }
+  return rows;
+}
+
+void append(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void append(std::string& out, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) out.append(buf, std::min<size_t>(size_t(n), sizeof buf - 1));
+}
+
+}  // namespace
+
+std::string render_stats_json(const Engine& engine, double uptime) {
+  const std::vector<Row> rows = collect(engine);
+  Engine& e = const_cast<Engine&>(engine);
+  std::string out = "{";
+  append(out, "\"version\":\"%s\",\"uptime_seconds\":%.0f,\"io\":\"%s\",\"workers\":%u,", SHINGLED_VERSION,
+         uptime, engine.io_name(), engine.worker_count());
+  append(out, "\"shards\":%u,\"stored_hashes\":%llu,\"capacity\":%llu,\"memory_bytes\":%llu,",
+         e.store().shard_count(), static_cast<unsigned long long>(e.store().stored_hashes()),
+         static_cast<unsigned long long>(e.store().capacity()),
+         static_cast<unsigned long long>(e.store().memory_bytes()));
+  out += "\"totals\":{";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    append(out, "%s\"%s\":%llu", i ? "," : "", rows[i].name,
+           static_cast<unsigned long long>(rows[i].total));
+  }
+  out += "},\"per_worker\":[";
+  for (unsigned w = 0; w < engine.worker_count(); ++w) {
+    out += w ? ",{" : "{";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      append(out, "%s\"%s\":%llu", i ? "," : "", rows[i].name,
+             static_cast<unsigned long long>(rows[i].per_worker[w]));
+    }
+    out += "}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string render_stats_table(const Engine& engine, double uptime) {
+  const std::vector<Row> rows = collect(engine);
+  Engine& e = const_cast<Engine&>(engine);
+  std::string out;
+  append(out, "shingled %s  up %.0f s  io %s  workers %u  shards %u\n", SHINGLED_VERSION, uptime,
+         engine.io_name(), engine.worker_count(), e.store().shard_count());
+  append(out, "stored hashes %llu of %llu  (table memory %.1f MiB)\n\n",
+         static_cast<unsigned long long>(e.store().stored_hashes()),
+         static_cast<unsigned long long>(e.store().capacity()),
+         double(e.store().memory_bytes()) / (1024 * 1024));
+  append(out, "%-30s %14s", "counter", "total");
+  for (unsigned w = 0; w < engine.worker_count(); ++w) append(out, " %12s%u", "core", w);
+  out += "\n";
+  for (const Row& r : rows) {
+    append(out, "%-30s %14llu", r.name, static_cast<unsigned long long>(r.total));
+    for (uint64_t v : r.per_worker) append(out, " %13llu", static_cast<unsigned long long>(v));
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace shingled
