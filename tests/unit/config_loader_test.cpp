@@ -1,0 +1,343 @@
+// Pins down the config file: defaults, every option, rspamd's worker block
+// forms, and that every mistake (syntax, unknown or unsupported option,
+// duplicate, bad value) is refused with the right line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/config_loader.h"
+#include "common/net_address.h"
+
+namespace shingled {
+namespace {
+
+Config load_ok(const std::string& text) {
+  Config cfg;
+  ConfigError error;
+  bool ok = load_config_text(text, "test.conf", cfg, error);
+  EXPECT_TRUE(ok) << "load failed: " << error.to_string() << "\n--- input ---\n" << text;
+  return cfg;
+}
+
+ConfigError load_error(const std::string& text) {
+  Config cfg;
+  ConfigError error;
+  bool ok = load_config_text(text, "test.conf", cfg, error);
+  EXPECT_FALSE(ok) << "expected an error for:\n" << text;
+  EXPECT_EQ(error.file, "test.conf") << "every error names the file";
+  return error;
+}
+
+// Expects a load error at `line` whose reason contains `fragment`.
+void expect_error(const std::string& text, int line, const std::string& fragment) {
+  ConfigError error = load_error(text);
+  EXPECT_EQ(error.line, line) << "wrong line for: " << error.to_string() << "\ninput:\n" << text;
+  EXPECT_NE(error.reason.find(fragment), std::string::npos)
+      << "expected '" << fragment << "' in: " << error.to_string() << "\ninput:\n" << text;
+}
+
+std::vector<std::string> bind_texts(const Config& cfg) {
+  std::vector<std::string> out;
+  for (const ListenAddress& la : cfg.bind_sockets) {
+    out.push_back(format_sockaddr(reinterpret_cast<const sockaddr*>(&la.addr)));
+  }
+  return out;
+}
+
+std::vector<std::string> allow_texts(const Config& cfg) {
+  std::vector<std::string> out;
+  for (const Network& net : cfg.allow_update) out.push_back(net.text);
+  return out;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(ConfigDefaults, built_in_defaults_listen_and_allow_on_loopback) {
+  Config cfg = default_config();
+  EXPECT_EQ(bind_texts(cfg), Strings{"127.0.0.1:11335"});
+  EXPECT_EQ(allow_texts(cfg), (Strings{"127.0.0.1", "::1"}));
+  EXPECT_EQ(cfg.expire_seconds, 90ull * 86400);
+  EXPECT_EQ(cfg.max_hashes, 1000000u);
+  EXPECT_EQ(cfg.workers, 0u);
+  EXPECT_TRUE(cfg.pin_workers);
+  EXPECT_EQ(cfg.io, IoBackendKind::uring);
+  EXPECT_TRUE(cfg.hashfile.empty());
+  EXPECT_EQ(cfg.source, "");
+}
+
+TEST(ConfigDefaults, empty_file_gives_the_defaults_and_records_its_source) {
+  Config cfg = load_ok("# nothing set\n");
+  EXPECT_EQ(bind_texts(cfg), Strings{"127.0.0.1:11335"});
+  EXPECT_EQ(allow_texts(cfg), (Strings{"127.0.0.1", "::1"}));
+  EXPECT_EQ(cfg.expire_seconds, 90ull * 86400);
+  EXPECT_EQ(cfg.source, "test.conf");
+}
+
+TEST(ConfigOptions, every_option_is_read_at_top_level) {
+  Config cfg = load_ok(
+      "bind_socket = \"10.0.0.1:11335\";\n"
+      "expire = 30d;\n"
+      "allow_update = [\"10.0.0.0/8\", \"::1\"];\n"
+      "hashfile = \"/var/lib/shingled/fuzzy.db\";\n"
+      "max_hashes = 10M;\n"
+      "workers = 4;\n"
+      "pin_workers = no;\n"
+      "io = recvmmsg;\n"
+      "control_socket = \"/run/shingled.sock\";\n");
+  EXPECT_EQ(bind_texts(cfg), Strings{"10.0.0.1:11335"});
+  EXPECT_EQ(cfg.expire_seconds, 30ull * 86400);
+  EXPECT_EQ(allow_texts(cfg), (Strings{"10.0.0.0/8", "::1"}));
+  EXPECT_EQ(cfg.hashfile, "/var/lib/shingled/fuzzy.db");
+  EXPECT_EQ(cfg.max_hashes, 10000000u);
+  EXPECT_EQ(cfg.workers, 4u);
+  EXPECT_FALSE(cfg.pin_workers);
+  EXPECT_EQ(cfg.io, IoBackendKind::recvmmsg);
+  EXPECT_EQ(cfg.control_socket, "/run/shingled.sock");
+}
+
+TEST(ConfigOptions, json_document_is_accepted) {
+  Config cfg = load_ok(R"({"bind_socket": ["127.0.0.1:1", "[::1]:1"], "expire": "1h",
+                           "workers": "auto", "io": "uring"})");
+  EXPECT_EQ(bind_texts(cfg), (Strings{"127.0.0.1:1", "[::1]:1"}));
+  EXPECT_EQ(cfg.expire_seconds, 3600u);
+  EXPECT_EQ(cfg.workers, 0u);
+}
+
+TEST(ConfigOptions, hashfile_aliases_set_the_same_option) {
+  EXPECT_EQ(load_ok("hash_file = /a").hashfile, "/a");
+  EXPECT_EQ(load_ok("database = /b").hashfile, "/b");
+  EXPECT_EQ(load_ok("file = /c").hashfile, "/c");
+}
+
+TEST(ConfigOptions, workers_accept_auto_and_numbers) {
+  EXPECT_EQ(load_ok("workers = auto").workers, 0u);
+  EXPECT_EQ(load_ok("workers = 0").workers, 0u);
+  EXPECT_EQ(load_ok("workers = 16").workers, 16u);
+}
+
+TEST(ConfigBind, repeated_bind_socket_accumulates_in_order) {
+  Config cfg = load_ok(
+      "bind_socket = \"127.0.0.1:11335\";\n"
+      "bind_socket = \"[::1]:11335\";\n"
+      "bind_socket = [\"10.0.0.1:1\", \"10.0.0.2:2\"];\n");
+  EXPECT_EQ(bind_texts(cfg),
+            (Strings{"127.0.0.1:11335", "[::1]:11335", "10.0.0.1:1", "10.0.0.2:2"}));
+}
+
+TEST(ConfigBind, wildcard_bind_expands_to_both_families) {
+  Config cfg = load_ok("bind_socket = \"*:11335\"");
+  EXPECT_EQ(bind_texts(cfg), (Strings{"0.0.0.0:11335", "[::]:11335"}));
+}
+
+TEST(ConfigBind, same_address_twice_names_both_lines) {
+  expect_error("bind_socket = \"127.0.0.1:1\";\n\nbind_socket = \"localhost:1\";\n", 3,
+               "127.0.0.1:1 is listed twice, at lines 1 and 3");
+}
+
+TEST(ConfigBind, empty_bind_list_is_refused) {
+  expect_error("\nbind_socket = [];\n", 2, "nothing to listen on");
+}
+
+TEST(ConfigBind, bad_address_reports_its_line) {
+  expect_error("expire = 1d\nbind_socket = [\n  \"127.0.0.1:1\",\n  \"nonsense\"\n]\n", 4,
+               "bind_socket: 'nonsense' is not a listen address");
+  expect_error("bind_socket { a = 1 }", 1, "takes a string or an array of strings");
+  expect_error("bind_socket = [[\"1.2.3.4:1\"]]", 1, "takes strings, not an array");
+}
+
+TEST(ConfigAllowUpdate, explicit_list_replaces_the_default) {
+  Config cfg = load_ok("allow_update = [\"10.0.0.0/8\", \"2001:db8::/32\"];\n"
+                       "allow_update = \"192.168.1.1\";\n");
+  EXPECT_EQ(allow_texts(cfg), (Strings{"10.0.0.0/8", "2001:db8::/32", "192.168.1.1"}));
+}
+
+TEST(ConfigAllowUpdate, empty_array_means_nobody_may_write) {
+  Config cfg = load_ok("allow_update = [];");
+  EXPECT_TRUE(cfg.allow_update.empty()) << "[] must not fall back to the loopback default";
+}
+
+TEST(ConfigAllowUpdate, comma_separated_string_and_localhost_are_understood) {
+  Config cfg = load_ok("allow_update = \"10.0.0.1, 10.0.0.2 localhost\";");
+  EXPECT_EQ(allow_texts(cfg), (Strings{"10.0.0.1", "10.0.0.2", "localhost", "localhost"}));
+  ASSERT_EQ(cfg.allow_update.size(), 4u);
+  EXPECT_EQ(cfg.allow_update[2].family, AF_INET);
+  EXPECT_EQ(cfg.allow_update[3].family, AF_INET6);
+}
+
+TEST(ConfigAllowUpdate, bad_entries_report_their_line) {
+  expect_error("allow_update = [\n  \"10.0.0.0/8\",\n  \"10.0.0.1/8\",\n]\n", 3,
+               "host bits");
+  expect_error("\nallow_update = \"file:///etc/rspamd/fuzzy_allow.map\";\n", 2,
+               "maps (files, URLs) are not supported yet");
+  expect_error("allow_update = \"\";", 1, "write [] to allow nobody");
+}
+
+TEST(ConfigWorkerBlock, named_worker_block_is_read) {
+  Config cfg = load_ok(
+      "worker \"fuzzy\" {\n"
+      "  bind_socket = \"*:11335\";\n"
+      "  count = 1;\n"
+      "  type = \"fuzzy\";\n"
+      "  expire = 90d;\n"
+      "  allow_update = [\"127.0.0.1\"];\n"
+      "}\n");
+  EXPECT_EQ(bind_texts(cfg), (Strings{"0.0.0.0:11335", "[::]:11335"}));
+  EXPECT_EQ(allow_texts(cfg), Strings{"127.0.0.1"});
+}
+
+TEST(ConfigWorkerBlock, typed_worker_block_is_read) {
+  Config cfg = load_ok("worker {\n  type = fuzzy;\n  count = 2;\n  expire = 1w;\n}\n");
+  EXPECT_EQ(cfg.expire_seconds, 7u * 86400);
+}
+
+TEST(ConfigWorkerBlock, unquoted_name_and_old_type_name_work) {
+  EXPECT_EQ(load_ok("worker fuzzy { expire = 2d }").expire_seconds, 2u * 86400);
+  EXPECT_EQ(load_ok("worker { type = fuzzy_storage; expire = 3d }").expire_seconds,
+            3u * 86400);
+}
+
+TEST(ConfigWorkerBlock, other_worker_types_are_refused) {
+  expect_error("worker \"normal\" {\n  count = 1;\n}\n", 1, "worker type 'normal'");
+  expect_error("worker {\n  type = \"controller\";\n}\n", 2, "worker type 'controller'");
+  expect_error("worker \"fuzzy\" {\n  type = \"normal\";\n}\n", 2, "worker type 'normal'");
+}
+
+TEST(ConfigWorkerBlock, worker_without_type_is_refused) {
+  expect_error("\nworker {\n  expire = 1d;\n  count = 1;\n}\n", 2, "worker block without a type");
+  expect_error("worker = 1", 1, "'worker' must be a block");
+}
+
+TEST(ConfigWorkerBlock, second_worker_block_names_the_first) {
+  expect_error("worker \"fuzzy\" { }\n\nworker { type = fuzzy }\n", 3,
+               "second fuzzy worker block (the first is at line 1)");
+}
+
+TEST(ConfigWorkerBlock, options_inside_the_block_are_checked_like_top_level_ones) {
+  expect_error("worker \"fuzzy\" {\n  bogus = 1;\n}\n", 2, "unknown option 'bogus'");
+  expect_error("worker \"fuzzy\" {\n  keypair {\n  }\n}\n", 2,
+               "option 'keypair' is not supported yet");
+  expect_error("expire = 1d\nworker \"fuzzy\" {\n  expire = 2d\n}\n", 3,
+               "set twice, at lines 1 and 3");
+  expect_error("worker fuzzy {\n  worker { type = fuzzy }\n}", 2, "cannot be nested");
+}
+
+TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
+  expect_error("expire = 1d\n\nfoo = bar\n", 3, "unknown option 'foo'");
+  expect_error("expires = 1d\n", 1, "did you mean 'expire'?");
+}
+
+TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
+  for (const char* option : {"keypair", "encrypted_only", "sync", "backend", "keypair_cache_size",
+                             "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
+                             "ratelimit_rate", "weak_ids", "dynamic_keys_map", "forbidden_ids",
+                             "master_timeout", "slave_key", "masters", "count", "type"}) {
+    std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
+    expect_error(text, 2, "option '" + std::string(option) + "' is not supported yet");
+  }
+}
+
+TEST(ConfigErrors, duplicated_scalar_option_names_both_lines) {
+  expect_error("expire = 1d;\nworkers = 2;\nexpire = 2d;\n", 3,
+               "option 'expire' is set twice, at lines 1 and 3");
+  expect_error("hashfile = /a\ndatabase = /b\n", 2,
+               "option 'database' (same as 'hashfile') is set twice, at lines 1 and 2");
+}
+
+TEST(ConfigErrors, bad_values_report_the_value_line_and_reason) {
+  expect_error("expire = 90x;", 1, "expire: '90x' is not a duration: unknown unit 'x'");
+  expect_error("expire = 0;", 1, "at least 1s");
+  expect_error("expire = [1d];", 1, "takes a single value, not an array");
+  expect_error("\nmax_hashes = 0;", 2, "at least 1");
+  expect_error("max_hashes = lots;", 1, "'lots' is not an unsigned integer");
+  expect_error("workers = many;", 1, "or \"auto\"");
+  expect_error("workers = 100000;", 1, "maximum of 4096");
+  expect_error("pin_workers = maybe;", 1, "'maybe' is not a boolean");
+  expect_error("io = dpdk;", 1, "use \"uring\" or \"recvmmsg\"");
+  expect_error("hashfile = \"\";", 1, "the path is empty");
+  expect_error("control_socket = \"" + std::string(200, 'x') + "\";", 1,
+               "a Unix socket path may have");
+}
+
+TEST(ConfigErrors, syntax_errors_carry_line_and_column) {
+  ConfigError error = load_error("expire = 1d;\nbind_socket = \"127.0.0.1:1;\n");
+  EXPECT_EQ(error.line, 2);
+  EXPECT_EQ(error.reason, "unterminated string (column 15)");
+  expect_error("worker \"fuzzy\" {\n  expire = 1d;\n", 3,
+               "expected '}' to close object opened at line 1");
+  expect_error("expire = 1d\n.include \"$CONFDIR/worker-fuzzy.inc\"\n", 2,
+               "'.include' is not supported");
+}
+
+TEST(ConfigErrors, to_string_is_path_line_reason) {
+  ConfigError error;
+  error.file = "/etc/shingled.conf";
+  error.line = 7;
+  error.reason = "unknown option 'foo'";
+  EXPECT_EQ(error.to_string(), "/etc/shingled.conf:7: unknown option 'foo'");
+  error.line = 0;
+  EXPECT_EQ(error.to_string(), "/etc/shingled.conf: unknown option 'foo'");
+}
+
+TEST(ConfigErrors, failed_load_leaves_the_output_untouched) {
+  Config cfg;
+  cfg.max_hashes = 42;
+  ConfigError error;
+  EXPECT_FALSE(load_config_text("max_hashes = 5; bogus = 1", "x", cfg, error));
+  EXPECT_EQ(cfg.max_hashes, 42u) << "a refused config must not be half-applied";
+}
+
+TEST(ConfigFile, reads_a_file_and_reports_missing_ones) {
+  char path[] = "/tmp/shingled_config_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text = "expire = 2h;\nbind_socket = \"127.0.0.1:9\";\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  Config cfg;
+  ConfigError error;
+  EXPECT_TRUE(load_config_file(path, cfg, error)) << error.to_string();
+  EXPECT_EQ(cfg.expire_seconds, 7200u);
+  EXPECT_EQ(cfg.source, path);
+  unlink(path);
+
+  EXPECT_FALSE(load_config_file(path, cfg, error)) << "the file was deleted";
+  EXPECT_EQ(error.line, 0);
+  EXPECT_EQ(error.file, path);
+  EXPECT_NE(error.reason.find("cannot open"), std::string::npos) << error.to_string();
+  EXPECT_FALSE(load_config_file("/tmp", cfg, error));
+  EXPECT_NE(error.reason.find("not a regular file"), std::string::npos) << error.to_string();
+}
+
+TEST(ConfigFile, syntax_error_in_a_file_names_the_file) {
+  char path[] = "/tmp/shingled_config_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text = "expire = 2h;\n\nnope = 1;\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  Config cfg;
+  ConfigError error;
+  EXPECT_FALSE(load_config_file(path, cfg, error));
+  EXPECT_EQ(error.to_string(), std::string(path) + ":3: unknown option 'nope'");
+  unlink(path);
+}
+
+// The shipped example must stay loadable: it documents every option.
+TEST(ConfigFile, shipped_example_config_loads) {
+  std::string here = __FILE__;
+  std::string dir = here.substr(0, here.rfind('/') + 1);
+  std::string path = dir + "../../scripts/shingled.conf.example";
+  if (access(path.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "example config not found at " << path;
+  }
+  Config cfg;
+  ConfigError error;
+  EXPECT_TRUE(load_config_file(path, cfg, error)) << error.to_string();
+  EXPECT_FALSE(cfg.bind_sockets.empty());
+}
+
+}  // namespace
+}  // namespace shingled

@@ -1,0 +1,152 @@
+// Replays the captured rspamd 3.4 session (p01..p09) through shingled's
+// request handling and compares every reply byte for byte with what the
+// real storage sent. Two documented differences are checked as such: a
+// shingle hit reports prob = k/32 (rspamd's sqlite reports (k-1)/32) and
+// the time of the write, which differs between runs.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "common/net_address.h"
+#include "engine/fuzzy_service.h"
+#include "vector_file.h"
+#include "wire/le.h"
+
+namespace shingled {
+namespace {
+
+using test::read_vector_file;
+using test::to_hex;
+
+class LocalIndex : public IndexSink {
+ public:
+  explicit LocalIndex(FuzzyStore& s) : store_(s) {}
+  void add(unsigned shard, uint64_t key, uint32_t ref) override { store_.index_insert(shard, key, ref); }
+
+ private:
+  FuzzyStore& store_;
+};
+
+struct Harness {
+  Harness() : store(options()), service(store, config()), index(store) {
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(40000);
+    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
+  }
+  static StoreOptions options() {
+    StoreOptions o;
+    o.max_hashes = 1000;
+    return o;
+  }
+  static Config config() {
+    Config c;
+    Network lo;
+    std::string err;
+    parse_network("127.0.0.1", lo, err);
+    c.allow_update = {lo};
+    return c;
+  }
+  // What shingled sends back for `wire`, or "" when it drops it.
+  std::vector<uint8_t> exchange(const std::vector<uint8_t>& wire) {
+    fuzzy::Request req;
+    uint8_t reply[kMaxReply];
+    size_t len = 0;
+    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), stats, req,
+                           reply, len)) {
+      case FuzzyService::Disposition::drop:
+        return {};
+      case FuzzyService::Disposition::update:
+        len = service.apply_update(req, now, stats, index, reply);
+        break;
+      case FuzzyService::Disposition::reply:
+        if (FuzzyService::is_check(req)) len = service.answer_check(req, store.check(req, now), stats, reply);
+        break;
+    }
+    return {reply, reply + len};
+  }
+
+  FuzzyStore store;
+  FuzzyService service;
+  LocalIndex index;
+  WorkerStats stats;
+  sockaddr_in peer{};
+  uint32_t now = 1'795'364'295;
+};
+
+void expect_same_reply(Harness& h, const char* file) {
+  const test::VectorFile f = read_vector_file(file);
+  const std::vector<uint8_t> got = h.exchange(f.block("request"));
+  const std::vector<uint8_t>& want = f.block("reply");
+  EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size())) << file;
+}
+
+TEST(CapturedSession, replies_match_rspamd_byte_for_byte) {
+  Harness h;
+  expect_same_reply(h, "p01-check-miss.txt");
+  expect_same_reply(h, "p02-write.txt");
+  expect_same_reply(h, "p03-check-hit-exact.txt");
+
+  // p04: near-duplicate (30 of 32 shingles) hits with the stored digest.
+  const test::VectorFile f = read_vector_file("p04-check-hit-shingles.txt");
+  std::vector<uint8_t> got = h.exchange(f.block("request"));
+  const std::vector<uint8_t>& want = f.block("reply");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(load_le_f32(got.data() + 12), 30.0f / 32) << "prob must be k/32 for k = 30";
+  EXPECT_EQ(load_le32(got.data() + 80), h.now) << "ts must be the time of the last write";
+  std::memcpy(got.data() + 12, want.data() + 12, 4);  // the two documented differences
+  std::memcpy(got.data() + 80, want.data() + 80, 4);
+  EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size()));
+
+  expect_same_reply(h, "p05-stat.txt");
+  expect_same_reply(h, "p06-del.txt");
+  expect_same_reply(h, "p07-check-after-del.txt");
+  expect_same_reply(h, "p08-write-short-text.txt");
+  expect_same_reply(h, "p09-check-short-text-hit.txt");
+}
+
+TEST(CapturedSession, version_3_requests_get_the_16_byte_reply_rspamd_sent) {
+  Harness h;
+  const test::VectorFile f = read_vector_file("x01-version3-replies.txt");
+  for (const char* id : {"E1", "E3"}) {
+    const std::vector<uint8_t> got = h.exchange(f.case_block(id, "request on the wire"));
+    const std::vector<uint8_t>& want = f.case_block(id, "reply on the wire");
+    EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size())) << id;
+  }
+}
+
+TEST(CapturedSession, malformed_requests_get_no_reply_and_are_counted) {
+  Harness h;
+  const test::VectorFile f = read_vector_file("x02-silently-dropped.txt");
+  for (const char* id : {"E2", "E6", "E7", "E12", "E14", "E16", "E19", "E27"}) {
+    EXPECT_TRUE(h.exchange(f.case_block(id, "request on the wire")).empty()) << id;
+  }
+  EXPECT_EQ(h.stats.malformed.get(), 5u);
+  EXPECT_EQ(h.stats.encrypted_without_key.get(), 3u);
+}
+
+TEST(CapturedSession, write_from_outside_allow_update_gets_403_with_flag_echoed) {
+  Harness h;
+  inet_pton(AF_INET, "127.0.0.2", &h.peer.sin_addr);
+  const test::VectorFile f = read_vector_file("p02-write.txt");
+  const std::vector<uint8_t> got = h.exchange(f.block("request"));
+  ASSERT_EQ(got.size(), 96u);
+  EXPECT_EQ(load_le32(got.data()), 403u);
+  EXPECT_EQ(load_le32(got.data() + 4), 1u) << "flag echoed";
+  EXPECT_EQ(load_le_f32(got.data() + 12), 0.0f);
+  EXPECT_EQ(h.store.stored_hashes(), 0u) << "a refused write must store nothing";
+  EXPECT_EQ(h.stats.forbidden.get(), 1u);
+}
+
+TEST(CapturedSession, ping_and_unknown_codes_are_acknowledged_as_rspamd_did) {
+  Harness h;
+  const test::VectorFile f = read_vector_file("x05-other-commands.txt");
+  for (const char* id : {"E9", "E10"}) {
+    const std::vector<uint8_t> got = h.exchange(f.case_block(id, "request on the wire"));
+    const std::vector<uint8_t>& want = f.case_block(id, "reply on the wire");
+    EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size())) << id;
+  }
+}
+
+}  // namespace
+}  // namespace shingled
