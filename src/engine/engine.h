@@ -29,7 +29,7 @@ class Engine {
   bool start(std::string& error);
   void stop();
 
-  unsigned worker_count() const { return static_cast<unsigned>(workers_.size()); }
+  unsigned worker_count() const { return worker_count_; }
   const Worker& worker(unsigned i) const { return *workers_[i]; }
   const char* io_name() const { return io_name_.c_str(); }
   FuzzyStore& store() { return store_; }

@@ -42,6 +42,8 @@ Options:
   --start-timeout SEC    Max wait for each server / rspamd to come up (default 20).
   --rspamc-timeout SEC   rspamc -t value (default 5); every call is also killed by
                          timeout(1) a few seconds later.
+  --fuzzy-timeout T      fuzzy_check `timeout` (UCL time, default 2s as stock rspamd; with
+                         1 retransmit, a server that never answers costs ~2*T per call).
   --trace                Put a logging UDP relay between rspamd and each server and
                          print every datagram (decoded header) at the end.
   --keep                 Keep the temp dir (configs, logs) and print its path.
@@ -54,7 +56,7 @@ die() { echo "error: $*" >&2; echo "0 passed, 1 failed"; exit 2; }
 # ---------------------------------------------------------------- arguments
 MODE=""; SHINGLED=""; SHINGLED_CONF_EXTRA=""; SERVER_CMD=""
 SYNC=1; WRITE_WAIT=""; REFUSAL_CODE=403; VECTORS="${SHINGLED_VECTORS:-}"
-START_TIMEOUT=20; RT=5; TRACE=0; KEEP=0
+START_TIMEOUT=20; RT=5; TRACE=0; KEEP=0; FUZZY_TIMEOUT=2s
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -68,6 +70,7 @@ while [ $# -gt 0 ]; do
         --vectors) VECTORS="${2:?}"; shift 2 ;;
         --start-timeout) START_TIMEOUT="${2:?}"; shift 2 ;;
         --rspamc-timeout) RT="${2:?}"; shift 2 ;;
+        --fuzzy-timeout) FUZZY_TIMEOUT="${2:?}"; shift 2 ;;
         --trace) TRACE=1; shift ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -201,14 +204,16 @@ def raw(port, cmd, flag, value):
     return 0
 
 def is_bound(port):
+    """prints 1 if some process has UDP 127.0.0.1:port bound, else 0"""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.bind(('127.0.0.1', int(port)))
-        return 1
+        print(0)
     except OSError:
-        return 0
+        print(1)
     finally:
         s.close()
+    return 0
 
 def load(path):
     with open(path, 'rb') as fh:
@@ -575,7 +580,7 @@ group "fuzzy_test" {
 }
 fuzzy_check {
   min_bytes = 1k;
-  timeout = 2s;
+  timeout = $FUZZY_TIMEOUT;
   retransmits = 1;
   rule "test" {
     servers = "127.0.0.1:$RULE_PORT_MAIN";

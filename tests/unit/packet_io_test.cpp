@@ -187,6 +187,17 @@ std::vector<Received> receive_n(PacketIo& io, size_t want, bool echo = false,
   return got;
 }
 
+// Sends complete asynchronously on io_uring and are counted when their
+// completion is reaped, which receive_burst() does; give it a moment.
+void settle_sends(PacketIo& io, uint64_t expected) {
+  RxPacket packets[4];
+  const auto deadline = Clock::now() + milliseconds(3000);
+  while (io.counters().tx_packets + io.counters().tx_errors < expected &&
+         Clock::now() < deadline) {
+    io.receive_burst(packets, 4, 10000);
+  }
+}
+
 class PacketIoTest : public ::testing::TestWithParam<IoBackendKind> {};
 
 TEST_P(PacketIoTest, receives_payload_peer_and_listener_index_on_ipv4_and_ipv6) {
@@ -230,6 +241,7 @@ TEST_P(PacketIoTest, reply_reaches_client_from_the_listening_address) {
     EXPECT_TRUE(same_endpoint(reinterpret_cast<const sockaddr*>(&from), server))
         << "reply came from " << text_of(from) << " instead of " << text_of(server);
   }
+  settle_sends(*io, 2);
   EXPECT_EQ(io->counters().tx_packets, 2u);
   EXPECT_EQ(io->counters().tx_errors, 0u);
 }
@@ -255,6 +267,7 @@ TEST_P(PacketIoTest, burst_of_500_is_received_fully_and_answered_with_few_syscal
   sockaddr_storage from{};
   while (replies.size() < kPackets && client.receive(reply, from, 1000)) replies.insert(reply);
   EXPECT_EQ(replies.size(), static_cast<size_t>(kPackets)) << "replies lost on the way back";
+  settle_sends(*io, kPackets);
   EXPECT_EQ(io->counters().tx_packets, static_cast<uint64_t>(kPackets));
   EXPECT_LT(syscalls, kPackets / 4u)
       << backend_name(GetParam()) << " made " << syscalls << " system calls for " << kPackets
@@ -434,12 +447,7 @@ TEST_P(PacketIoTest, queue_send_refuses_when_every_tx_slot_is_busy) {
 
   // Once the kernel has taken them, slots are free again.
   io->flush();
-  RxPacket packets[4];
-  const auto deadline = Clock::now() + milliseconds(3000);
-  while (io->counters().tx_packets + io->counters().tx_errors < slots &&
-         Clock::now() < deadline) {
-    io->receive_burst(packets, 4, 10000);
-  }
+  settle_sends(*io, slots);
   EXPECT_EQ(io->counters().tx_packets, slots);
   EXPECT_TRUE(io->queue_send(0, peer, sizeof(sockaddr_in), payload, 1))
       << "TX slots were not freed after their sends completed";

@@ -1,0 +1,441 @@
+// Turns a parsed UCL tree into a Config: option names, aliases, types, ranges,
+// duplicates and rspamd's `worker "fuzzy" { }` wrapper. Refuses anything it
+// does not understand, with the file, the line and the reason; never guesses.
+#include "common/config_loader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "common/net_address.h"
+#include "common/ucl_parser.h"
+#include "common/ucl_values.h"
+
+namespace shingled {
+
+namespace {
+
+// Options shingled implements, by canonical name.
+const char* const kKnownOptions[] = {
+    "bind_socket", "expire", "allow_update", "hashfile", "max_hashes",
+    "workers", "pin_workers", "io", "control_socket",
+};
+
+// rspamd fuzzy worker (and generic worker) options that shingled does not
+// implement yet: refused by name rather than silently ignored.
+const char* const kUnsupportedOptions[] = {
+    "keypair", "encrypted_only", "sync", "backend", "servers", "read_servers",
+    "write_servers", "count", "type", "keypair_cache_size", "allow_update_keys",
+    "read_only", "blocked", "delay", "skip_hashes", "weak_ids", "dynamic_keys_map",
+    "forbidden_ids", "master_timeout", "slave_key", "masters", "master_key",
+    "master_flags", "mirror", "slave", "sync_keypair", "updates_maxfail",
+    "collection_only", "collection_signkey", "collection_keypair", "collection_id_file",
+    "dedicated_update_worker", "tcp_timeout", "enabled", "max_files", "max_core",
+    "rlimit_nofile", "rlimit_maxcore", "redis",
+};
+
+// Longest Unix socket path (sockaddr_un::sun_path minus the terminating NUL).
+constexpr size_t kMaxUnixPath = 107;
+// More worker threads than this is certainly a typo.
+constexpr uint64_t kMaxWorkers = 4096;
+
+std::string canonical_name(const std::string& key) {
+  if (key == "hash_file" || key == "database" || key == "file") return "hashfile";
+  return key;
+}
+
+bool is_unsupported(const std::string& key) {
+  if (key.rfind("ratelimit_", 0) == 0) return true;
+  for (const char* name : kUnsupportedOptions) {
+    if (key == name) return true;
+  }
+  return false;
+}
+
+bool is_fuzzy_worker_type(const std::string& type) {
+  return type == "fuzzy" || type == "fuzzy_storage";
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    prev.swap(cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean 'expire'?)" for a near miss, else "".
+std::string suggestion(const std::string& key) {
+  if (key.size() > 64) return "";
+  std::string best;
+  size_t best_distance = 3;
+  for (const char* name : kKnownOptions) {
+    size_t d = edit_distance(key, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+bool same_address(const ListenAddress& a, const ListenAddress& b) {
+  return a.addr_len == b.addr_len && std::memcmp(&a.addr, &b.addr, a.addr_len) == 0;
+}
+
+class Loader {
+ public:
+  Loader(const std::string& file, Config& cfg, ConfigError& error)
+      : file_(file), cfg_(cfg), error_(error) {}
+
+  bool load(const UclNode& root) {
+    const UclNode* last_bind = nullptr;
+    for (const UclNode& member : root.children) {
+      if (member.key == "worker") {
+        if (!apply_worker(member)) return false;
+        for (const UclNode* b : worker_body_->find_all("bind_socket")) last_bind = b;
+        continue;
+      }
+      if (!apply_option(member, false)) return false;
+      if (member.key == "bind_socket") last_bind = &member;
+    }
+    if (cfg_.bind_sockets.empty()) {
+      return fail(last_bind != nullptr ? last_bind->key_line : 0,
+                  "bind_socket lists no address: there would be nothing to listen on");
+    }
+    return true;
+  }
+
+ private:
+  bool fail(int line, std::string reason) {
+    error_.file = file_;
+    error_.line = line;
+    error_.reason = std::move(reason);
+    return false;
+  }
+
+  // `worker "fuzzy" { ... }` (parsed as worker { fuzzy { ... } }) or
+  // `worker { type = "fuzzy"; ... }`.
+  bool apply_worker(const UclNode& worker) {
+    if (!worker.is_object()) {
+      return fail(worker.line, "'worker' must be a block: worker \"fuzzy\" { ... }");
+    }
+    const UclNode* body = nullptr;
+    if (worker.find("type") != nullptr) {
+      body = &worker;
+    } else if (worker.children.size() == 1 && worker.children[0].is_object()) {
+      const UclNode& named = worker.children[0];
+      if (!is_fuzzy_worker_type(named.key)) {
+        return fail(named.key_line, "worker type '" + named.key +
+                                        "' is not supported: shingled only implements the "
+                                        "fuzzy storage worker");
+      }
+      body = &named;
+    } else {
+      return fail(worker.key_line,
+                  "worker block without a type: write worker \"fuzzy\" { ... } or "
+                  "worker { type = \"fuzzy\"; ... }");
+    }
+    for (const UclNode* type : body->find_all("type")) {
+      if (!type->is_scalar() || !is_fuzzy_worker_type(type->text)) {
+        std::string shown = type->is_scalar() ? type->text : ucl_kind_name(type->kind);
+        return fail(type->line, "worker type '" + shown +
+                                    "' is not supported: shingled only implements the "
+                                    "fuzzy storage worker");
+      }
+    }
+    if (worker_line_ != 0) {
+      return fail(worker.key_line, "a second fuzzy worker block (the first is at line " +
+                                       std::to_string(worker_line_) +
+                                       "): shingled runs one fuzzy storage");
+    }
+    worker_line_ = worker.key_line;
+    worker_body_ = body;
+    for (const UclNode& member : body->children) {
+      if (!apply_option(member, true)) return false;
+    }
+    return true;
+  }
+
+  bool apply_option(const UclNode& m, bool in_worker) {
+    const std::string& key = m.key;
+    std::string name = canonical_name(key);
+    if (in_worker && (key == "type" || key == "count")) return true;  // rspamd's, unused
+    if (key == "worker") {
+      return fail(m.key_line, "'worker' blocks cannot be nested");
+    }
+    if (name == "bind_socket") return apply_bind_socket(m);
+    if (name == "allow_update") return apply_allow_update(m);
+    if (is_unsupported(key)) {
+      std::string hint;
+      if (key == "count") hint = " (use 'workers' for the number of worker threads)";
+      if (key == "type") hint = " outside a worker block";
+      return fail(m.key_line, "option '" + key + "' is not supported yet" + hint);
+    }
+    bool known = false;
+    for (const char* option : kKnownOptions) known = known || name == option;
+    if (!known) return fail(m.key_line, "unknown option '" + key + "'" + suggestion(key));
+
+    auto [it, first] = seen_.emplace(name, m.key_line);
+    if (!first) {
+      std::string alias = name != key ? " (same as '" + name + "')" : "";
+      return fail(m.key_line, "option '" + key + "'" + alias + " is set twice, at lines " +
+                                  std::to_string(it->second) + " and " +
+                                  std::to_string(m.key_line));
+    }
+    if (!m.is_scalar()) {
+      return fail(m.line, "option '" + key + "' takes a single value, not " +
+                              ucl_kind_name(m.kind));
+    }
+    std::string err;
+    const std::string& v = m.text;
+    if (name == "expire") {
+      uint64_t seconds = 0;
+      if (!ucl_to_duration(v, seconds, err)) return fail(m.line, key + ": " + err);
+      if (seconds == 0) return fail(m.line, "expire: must be at least 1s");
+      cfg_.expire_seconds = seconds;
+    } else if (name == "hashfile") {
+      if (v.empty()) return fail(m.line, key + ": the path is empty");
+      cfg_.hashfile = v;
+    } else if (name == "max_hashes") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n == 0) return fail(m.line, "max_hashes: must be at least 1");
+      cfg_.max_hashes = n;
+    } else if (name == "workers") {
+      uint64_t n = 0;
+      if (v == "auto") {
+        n = 0;
+      } else if (!ucl_to_uint(v, n, err)) {
+        return fail(m.line, key + ": " + err + " (or \"auto\": one per core)");
+      }
+      if (n > kMaxWorkers) {
+        return fail(m.line, "workers: " + v + " is more than the maximum of " +
+                                std::to_string(kMaxWorkers));
+      }
+      cfg_.workers = static_cast<unsigned>(n);
+    } else if (name == "pin_workers") {
+      if (!ucl_to_bool(v, cfg_.pin_workers, err)) return fail(m.line, key + ": " + err);
+    } else if (name == "io") {
+      if (v == "uring") {
+        cfg_.io = IoBackendKind::uring;
+      } else if (v == "recvmmsg") {
+        cfg_.io = IoBackendKind::recvmmsg;
+      } else {
+        return fail(m.line, "io: '" + v + "' is not a packet I/O backend: use \"uring\" or "
+                                          "\"recvmmsg\"");
+      }
+    } else if (name == "control_socket") {
+      if (v.empty()) return fail(m.line, "control_socket: the path is empty");
+      if (v.size() > kMaxUnixPath) {
+        return fail(m.line, "control_socket: the path is " + std::to_string(v.size()) +
+                                " bytes, more than the " + std::to_string(kMaxUnixPath) +
+                                " a Unix socket path may have");
+      }
+      cfg_.control_socket = v;
+    }
+    return true;
+  }
+
+  // The scalars of a string-or-array option, each with its own line.
+  bool scalar_items(const UclNode& m, std::vector<const UclNode*>& items) {
+    if (m.is_scalar()) {
+      items.push_back(&m);
+      return true;
+    }
+    if (m.is_array()) {
+      for (const UclNode& item : m.children) {
+        if (!item.is_scalar()) {
+          return fail(item.line, "option '" + m.key + "' takes strings, not " +
+                                     ucl_kind_name(item.kind));
+        }
+        items.push_back(&item);
+      }
+      return true;
+    }
+    return fail(m.line, "option '" + m.key + "' takes a string or an array of strings, not " +
+                            ucl_kind_name(m.kind));
+  }
+
+  // Repeatable: every occurrence adds addresses; the first replaces the default.
+  bool apply_bind_socket(const UclNode& m) {
+    std::vector<const UclNode*> items;
+    if (!scalar_items(m, items)) return false;
+    if (!bind_given_) {
+      cfg_.bind_sockets.clear();
+      bind_given_ = true;
+    }
+    for (const UclNode* item : items) {
+      std::vector<ListenAddress> parsed;
+      std::string err;
+      if (!parse_listen_address(item->text, parsed, err)) {
+        return fail(item->line, "bind_socket: " + err);
+      }
+      for (ListenAddress& addr : parsed) {
+        for (size_t i = 0; i < cfg_.bind_sockets.size(); ++i) {
+          if (same_address(cfg_.bind_sockets[i], addr)) {
+            return fail(item->line, "bind_socket: " + addr.text + " is listed twice, at lines " +
+                                        std::to_string(bind_lines_[i]) + " and " +
+                                        std::to_string(item->line));
+          }
+        }
+        cfg_.bind_sockets.push_back(std::move(addr));
+        bind_lines_.push_back(item->line);
+      }
+    }
+    return true;
+  }
+
+  // Repeatable; each string may hold several entries separated by ',' or
+  // spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
+  bool apply_allow_update(const UclNode& m) {
+    std::vector<const UclNode*> items;
+    if (!scalar_items(m, items)) return false;
+    if (!allow_given_) {
+      cfg_.allow_update.clear();
+      allow_given_ = true;
+    }
+    for (const UclNode* item : items) {
+      const std::string& text = item->text;
+      if (text.find("://") != std::string::npos || (!text.empty() && text[0] == '/')) {
+        return fail(item->line, "allow_update: '" + text + "': maps (files, URLs) are not "
+                                "supported yet; list the addresses inline");
+      }
+      std::vector<std::string> entries;
+      std::string cur;
+      for (char c : text) {
+        if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+          if (!cur.empty()) entries.push_back(cur);
+          cur.clear();
+        } else {
+          cur += c;
+        }
+      }
+      if (!cur.empty()) entries.push_back(cur);
+      if (entries.empty()) {
+        return fail(item->line, "allow_update: empty string (write [] to allow nobody)");
+      }
+      for (const std::string& entry : entries) {
+        if (entry == "localhost") {
+          for (const char* loopback : {"127.0.0.1", "::1"}) {
+            Network net;
+            std::string err;
+            parse_network(loopback, net, err);
+            net.text = "localhost";
+            cfg_.allow_update.push_back(net);
+          }
+          continue;
+        }
+        Network net;
+        std::string err;
+        if (!parse_network(entry, net, err)) return fail(item->line, "allow_update: " + err);
+        cfg_.allow_update.push_back(net);
+      }
+    }
+    return true;
+  }
+
+  const std::string& file_;
+  Config& cfg_;
+  ConfigError& error_;
+  std::map<std::string, int> seen_;  // canonical option name -> first key line
+  bool bind_given_ = false;
+  bool allow_given_ = false;
+  std::vector<int> bind_lines_;  // line of each cfg_.bind_sockets entry
+  int worker_line_ = 0;
+  const UclNode* worker_body_ = nullptr;
+};
+
+}  // namespace
+
+std::string ConfigError::to_string() const {
+  std::string where = file.empty() ? "<config>" : file;
+  if (line > 0) where += ":" + std::to_string(line);
+  return where + ": " + reason;
+}
+
+Config default_config() {
+  Config cfg;
+  std::string err;
+  parse_listen_address("127.0.0.1:11335", cfg.bind_sockets, err);
+  for (const char* loopback : {"127.0.0.1", "::1"}) {
+    Network net;
+    parse_network(loopback, net, err);
+    cfg.allow_update.push_back(net);
+  }
+  return cfg;
+}
+
+bool load_config_text(const std::string& text, const std::string& file_name, Config& out,
+                      ConfigError& error) {
+  error = ConfigError{};
+  std::string_view body = text;
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);  // UTF-8 BOM
+  UclNode root;
+  UclError ucl_error;
+  if (!parse_ucl(body, root, ucl_error)) {
+    error.file = file_name;
+    error.line = ucl_error.line;
+    error.reason = ucl_error.reason;
+    if (ucl_error.column > 0) {
+      error.reason += " (column " + std::to_string(ucl_error.column) + ")";
+    }
+    return false;
+  }
+  Config cfg = default_config();
+  cfg.source = file_name;
+  Loader loader(file_name, cfg, error);
+  if (!loader.load(root)) return false;
+  out = std::move(cfg);
+  return true;
+}
+
+bool load_config_file(const std::string& path, Config& out, ConfigError& error) {
+  error = ConfigError{};
+  auto fail = [&](const std::string& reason) {
+    error.file = path;
+    error.line = 0;
+    error.reason = reason;
+    return false;
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      return fail(std::string("cannot read: ") + std::strerror(saved));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kUclMaxInputBytes) {
+      ::close(fd);
+      return fail("larger than " + std::to_string(kUclMaxInputBytes) +
+                  " bytes: this is not a config file");
+    }
+  }
+  ::close(fd);
+  return load_config_text(text, path, out, error);
+}
+
+}  // namespace shingled
