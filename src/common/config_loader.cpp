@@ -43,6 +43,8 @@ const char* const kUnsupportedOptions[] = {
 constexpr size_t kMaxUnixPath = 107;
 // More worker threads than this is certainly a typo.
 constexpr uint64_t kMaxWorkers = 4096;
+// Listen addresses; also keeps the duplicate check below cheap.
+constexpr size_t kMaxBindSockets = 256;
 
 std::string canonical_name(const std::string& key) {
   if (key == "hash_file" || key == "database" || key == "file") return "hashfile";
@@ -283,6 +285,10 @@ class Loader {
         return fail(item->line, "bind_socket: " + err);
       }
       for (ListenAddress& addr : parsed) {
+        if (cfg_.bind_sockets.size() >= kMaxBindSockets) {
+          return fail(item->line, "bind_socket: more than " + std::to_string(kMaxBindSockets) +
+                                      " addresses");
+        }
         for (size_t i = 0; i < cfg_.bind_sockets.size(); ++i) {
           if (same_address(cfg_.bind_sockets[i], addr)) {
             return fail(item->line, "bind_socket: " + addr.text + " is listed twice, at lines " +

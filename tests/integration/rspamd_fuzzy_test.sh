@@ -125,9 +125,16 @@ cleanup() {
         rm -rf "$TMP"
     fi
 }
+NPASS=0; NFAIL=0
+on_signal() {  # keep the "N passed, M failed" last line even when interrupted
+    trap - INT TERM
+    NFAIL=$((NFAIL + 1)); echo "FAIL interrupted: got SIG$1 before the end of the run"
+    echo "$NPASS passed, $NFAIL failed"
+    exit "$2"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
 
 remember_children() {   # record the direct children of a started process
     local c
@@ -346,7 +353,6 @@ PYEOF
 py() { python3 "$PY" "$@"; }
 
 # ---------------------------------------------------------------- results
-NPASS=0; NFAIL=0
 pass() { NPASS=$((NPASS + 1)); echo "PASS $1${2:+ ($2)}"; }
 # a documented difference of rspamd's own sqlite storage, accepted only in --rspamd-fuzzy mode
 deviation() { NPASS=$((NPASS + 1)); echo "PASS $1 (known rspamd 3.4 sqlite deviation: $2)"; }

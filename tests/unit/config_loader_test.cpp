@@ -141,6 +141,13 @@ TEST(ConfigBind, empty_bind_list_is_refused) {
   expect_error("\nbind_socket = [];\n", 2, "nothing to listen on");
 }
 
+TEST(ConfigBind, too_many_addresses_are_refused) {
+  std::string text = "bind_socket = [\n";
+  for (int i = 1; i <= 300; ++i) text += "  \"127.0.0.1:" + std::to_string(i) + "\",\n";
+  text += "]\n";
+  expect_error(text, 258, "more than 256 addresses");
+}
+
 TEST(ConfigBind, bad_address_reports_its_line) {
   expect_error("expire = 1d\nbind_socket = [\n  \"127.0.0.1:1\",\n  \"nonsense\"\n]\n", 4,
                "bind_socket: 'nonsense' is not a listen address");

@@ -2,10 +2,16 @@
 // loopback sockets: receive, reply, batching, wake-up, truncation, SO_REUSEPORT.
 // Only loopback addresses ever carry traffic; wildcard binds stay silent.
 #include <arpa/inet.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -505,6 +511,61 @@ TEST(UringIoTest, reports_the_setup_flags_the_kernel_accepted) {
               (io->setup_flags() & IORING_SETUP_DEFER_TASKRUN) != 0);
   EXPECT_NE(io->setup_flags() & IORING_SETUP_R_DISABLED, 0u)
       << "the ring must start disabled so the worker thread can claim it";
+}
+
+TEST(UringIoTest, refused_io_uring_returns_null_with_the_reason_so_the_caller_falls_back) {
+  // In a child process, forbid io_uring_setup the way a container's seccomp
+  // profile does, then ask for each backend.
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(out[0]);
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+    std::string report;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      report = "cannot install the seccomp filter";
+    } else {
+      std::string error;
+      auto uring = make_packet_io(IoBackendKind::uring, {listen_at("127.0.0.1", 0)}, error);
+      std::string fallback_error;
+      auto fallback =
+          make_packet_io(IoBackendKind::recvmmsg, {listen_at("127.0.0.1", 0)}, fallback_error);
+      report = std::string(uring ? "uring=set-up" : "uring=null") + "|" + error + "|" +
+               (fallback ? "recvmmsg=set-up" : "recvmmsg=null: " + fallback_error);
+    }
+    ssize_t ignored = write(out[1], report.data(), report.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(out[1]);
+  std::string report;
+  char buf[512];
+  ssize_t got;
+  while ((got = read(out[0], buf, sizeof(buf))) > 0) report.append(buf, size_t(got));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child crashed; it reported: " << report;
+  if (report == "cannot install the seccomp filter") GTEST_SKIP() << report;
+  EXPECT_EQ(report.rfind("uring=null|", 0), 0u)
+      << "io_uring was set up although io_uring_setup is forbidden: " << report;
+  EXPECT_NE(report.find("Operation not permitted"), std::string::npos)
+      << "the error does not say why: " << report;
+  EXPECT_NE(report.find("kernel.io_uring_disabled"), std::string::npos)
+      << "the error does not point at the likely cause: " << report;
+  EXPECT_NE(report.find("|recvmmsg=set-up"), std::string::npos)
+      << "the recvmmsg fallback did not set up: " << report;
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// libFuzzer target: the fuzzy request decoder and, for whatever it accepts,
+// the whole request handling (store lookups, writes, replies) on one core.
+// Nothing may crash, read out of bounds or reply past kMaxReply.
+#include <arpa/inet.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/net_address.h"
+#include "engine/fuzzy_service.h"
+#include "io/packet_io.h"
+#include "wire/fuzzy_request.h"
+
+namespace {
+
+using namespace shingled;
+
+class LocalIndex : public IndexSink {
+ public:
+  explicit LocalIndex(FuzzyStore& s) : store_(s) {}
+  void add(unsigned shard, uint64_t key, uint32_t ref) override { store_.index_insert(shard, key, ref); }
+
+ private:
+  FuzzyStore& store_;
+};
+
+struct World {
+  World() : store(options()), service(store, config()), index(store) {
+    peer.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
+  }
+  static StoreOptions options() {
+    StoreOptions o;
+    o.max_hashes = 512;  // small, so the fuzzer reaches "store full" too
+    return o;
+  }
+  static Config config() {
+    Config c;
+    Network lo;
+    std::string err;
+    parse_network("127.0.0.0/8", lo, err);
+    c.allow_update = {lo};
+    return c;
+  }
+  FuzzyStore store;
+  FuzzyService service;
+  LocalIndex index;
+  WorkerStats stats;
+  sockaddr_in peer{};
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static World w;
+  fuzzy::Request req;
+  uint8_t reply[kMaxReply + 64];
+  std::memset(reply + kMaxReply, 0xcd, 64);
+  size_t len = 0;
+  switch (w.service.accept(data, size, reinterpret_cast<sockaddr*>(&w.peer), w.stats, req, reply, len)) {
+    case FuzzyService::Disposition::drop:
+      break;
+    case FuzzyService::Disposition::update:
+      len = w.service.apply_update(req, 1'800'000'000, w.stats, w.index, reply);
+      break;
+    case FuzzyService::Disposition::reply:
+      if (FuzzyService::is_check(req)) {
+        len = w.service.answer_check(req, w.store.check(req, 1'800'000'000), w.stats, reply);
+      }
+      break;
+  }
+  if (len > kMaxReply || reply[kMaxReply] != 0xcd) __builtin_trap();
+  return 0;
+}
