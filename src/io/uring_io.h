@@ -1,7 +1,6 @@
-// The default packet-I/O backend: io_uring with one multishot recvmsg per
-// socket over a provided-buffer ring, and sendmsg replies submitted in one
-// batch. Owned by one worker thread; never blocks except in receive_burst's
-// bounded wait, never makes a system call per packet.
+// The default packet-I/O backend: io_uring, one multishot recvmsg per socket over a
+// provided-buffer ring, sendmsg replies submitted in one batch. Owned by one worker
+// thread; never blocks except in receive_burst's bounded wait, no syscall per packet.
 #pragma once
 
 #include <liburing.h>

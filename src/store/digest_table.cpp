@@ -17,8 +17,6 @@
 namespace shingled {
 
 namespace {
-constexpr uint32_t kChainContinues = 2;  // version bit: probe the next bucket too
-
 inline void cpu_relax() { __builtin_ia32_pause(); }
 }  // namespace
 
@@ -44,12 +42,20 @@ size_t DigestTable::home(uint64_t hash) const {
   return static_cast<size_t>((uint64_t(uint32_t(hash >> 16)) * bucket_count_) >> 32);
 }
 
+size_t DigestTable::home2(uint64_t hash) const {
+  const uint64_t x = (hash ^ (hash >> 29)) * 0xBF58476D1CE4E5B9ull;
+  return static_cast<size_t>((uint64_t(uint32_t(x >> 32)) * bucket_count_) >> 32);
+}
+
 uint16_t DigestTable::tag_of(uint64_t hash) {
   const uint16_t t = static_cast<uint16_t>(hash);
   return t == 0 ? 1 : t;
 }
 
-void DigestTable::prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[home(hash)]); }
+void DigestTable::prefetch(uint64_t hash) const {
+  __builtin_prefetch(&buckets_[home(hash)]);
+  __builtin_prefetch(&buckets_[home2(hash)]);
+}
 
 void DigestTable::prefetch_slot(uint32_t slot) const {
   const Bucket& b = buckets_[slot / kWays];
@@ -83,36 +89,38 @@ bool DigestTable::read_record(const Bucket& b, unsigned way, RecordView& out) co
   return true;
 }
 
+// The way of the record with `tag` and digest `want` in `b`, or -1; `out`
+// is filled from a consistent snapshot.
+int DigestTable::find_in(const Bucket& b, uint16_t tag, const uint64_t* want,
+                         RecordView& out) const {
+  for (;;) {
+    const uint32_t v = seq_read_begin(b.version);
+    if (v & kSeqWriting) {
+      cpu_relax();
+      continue;
+    }
+    int found = -1;
+    for (unsigned w = 0; w < kWays && found < 0; ++w) {
+      if (relaxed_load(b.tags[w]) != tag) continue;
+      bool same = true;
+      for (unsigned i = 0; i < 8 && same; ++i) same = relaxed_load(b.records[w].digest[i]) == want[i];
+      if (same && read_record(b, w, out)) found = static_cast<int>(w);
+    }
+    if (seq_read_valid(b.version, v)) return found;
+  }
+}
+
 bool DigestTable::find(uint64_t hash, const uint8_t* digest, RecordView& out,
                        uint32_t& slot) const {
   const uint16_t tag = tag_of(hash);
   uint64_t want[8];
   std::memcpy(want, digest, sizeof want);
-  size_t bi = home(hash);
-  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
-    const Bucket& b = buckets_[bi];
-    for (;;) {
-      const uint32_t v = seq_read_begin(b.version);
-      if (v & kSeqWriting) {
-        cpu_relax();
-        continue;
-      }
-      int found = -1;
-      for (unsigned w = 0; w < kWays && found < 0; ++w) {
-        if (relaxed_load(b.tags[w]) != tag) continue;
-        bool same = true;
-        for (unsigned i = 0; i < 8 && same; ++i) same = relaxed_load(b.records[w].digest[i]) == want[i];
-        if (same && read_record(b, w, out)) found = static_cast<int>(w);
-      }
-      if (!seq_read_valid(b.version, v)) continue;
-      if (found >= 0) {
-        slot = static_cast<uint32_t>(bi * kWays + found);
-        return true;
-      }
-      if (!(v & kChainContinues)) return false;
-      break;
+  for (const size_t bi : {home(hash), home2(hash)}) {
+    const int w = find_in(buckets_[bi], tag, want, out);
+    if (w >= 0) {
+      slot = static_cast<uint32_t>(bi * kWays + unsigned(w));
+      return true;
     }
-    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
   }
   return false;
 }
@@ -141,8 +149,7 @@ bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
 bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
                          unsigned& way) const {
   const uint16_t tag = tag_of(hash);
-  size_t bi = home(hash);
-  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
+  for (const size_t bi : {home(hash), home2(hash)}) {
     const Bucket& b = buckets_[bi];
     for (unsigned w = 0; w < kWays; ++w) {
       if (b.tags[w] == tag && std::memcmp(b.records[w].digest, digest, fuzzy::kDigestSize) == 0) {
@@ -151,8 +158,6 @@ bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
         return true;
       }
     }
-    if (!(b.version.load(std::memory_order_relaxed) & kChainContinues)) return false;
-    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
   }
   return false;
 }
@@ -232,52 +237,49 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
     Record& r = b.records[way];
     apply_flag(r, flag, value, weak);
     relaxed_store(r.last_write, now);
-    seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
+    seq_write_end(b.version, v);
     slot = static_cast<uint32_t>(bi * kWays + way);
     return WriteStatus::updated;
   }
   if (!may_create) return WriteStatus::full;
 
-  // New record: the first usable free slot along the chain. Every bucket
-  // passed on the way gets the "chain continues" bit so lookups reach it.
-  size_t start = home(hash);
-  bi = start;
-  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
-    Bucket& b = buckets_[bi];
-    for (way = 0; way < kWays; ++way) {
-      const Record& r = b.records[way];
-      if (b.tags[way] == 0 && (r.dead_stamp == 0 || r.dead_stamp <= reusable_stamp)) break;
-    }
-    if (way < kWays) {
-      for (size_t p = start; p != bi; p = p + 1 == bucket_count_ ? 0 : p + 1) {
-        Bucket& passed = buckets_[p];
-        const uint32_t pv = passed.version.load(std::memory_order_relaxed);
-        if (!(pv & kChainContinues)) {
-          const uint32_t at = seq_write_begin(passed.version);
-          seq_write_end(passed.version, at & ~kSeqWriting, kChainContinues);
-        }
+  // New record: in whichever of its two buckets has more usable free slots
+  // (a free slot is usable once its quarantine has passed, see fuzzy_store.h).
+  const size_t choices[2] = {home(hash), home2(hash)};
+  unsigned usable[2] = {0, 0};
+  int first[2] = {-1, -1};
+  for (unsigned c = 0; c < 2; ++c) {
+    const Bucket& b = buckets_[choices[c]];
+    for (unsigned w = 0; w < kWays; ++w) {
+      const Record& r = b.records[w];
+      if (b.tags[w] == 0 && (r.dead_stamp == 0 || r.dead_stamp <= reusable_stamp)) {
+        ++usable[c];
+        if (first[c] < 0) first[c] = int(w);
       }
-      const uint32_t v = seq_write_begin(b.version);
-      Record& r = b.records[way];
-      for (unsigned i = 0; i < 8; ++i) {
-        uint64_t w;
-        std::memcpy(&w, digest + 8 * i, 8);
-        relaxed_store(r.digest[i], w);
-      }
-      relaxed_store(r.flag, flag);
-      relaxed_store(r.value, value);
-      relaxed_store(r.extra, 0u);
-      relaxed_store(r.first_write, now);
-      relaxed_store(r.last_write, now);
-      relaxed_store(r.dead_stamp, 0u);
-      relaxed_store(b.tags[way], tag_of(hash));
-      seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
-      slot = static_cast<uint32_t>(bi * kWays + way);
-      return WriteStatus::created;
     }
-    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
   }
-  return WriteStatus::full;
+  const unsigned c = usable[1] > usable[0] ? 1 : 0;
+  if (first[c] < 0) return WriteStatus::full;
+  bi = choices[c];
+  way = unsigned(first[c]);
+  Bucket& b = buckets_[bi];
+  const uint32_t v = seq_write_begin(b.version);
+  Record& r = b.records[way];
+  for (unsigned i = 0; i < 8; ++i) {
+    uint64_t w;
+    std::memcpy(&w, digest + 8 * i, 8);
+    relaxed_store(r.digest[i], w);
+  }
+  relaxed_store(r.flag, flag);
+  relaxed_store(r.value, value);
+  relaxed_store(r.extra, 0u);
+  relaxed_store(r.first_write, now);
+  relaxed_store(r.last_write, now);
+  relaxed_store(r.dead_stamp, 0u);
+  relaxed_store(b.tags[way], tag_of(hash));
+  seq_write_end(b.version, v);
+  slot = static_cast<uint32_t>(bi * kWays + way);
+  return WriteStatus::created;
 }
 
 void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
@@ -289,7 +291,7 @@ void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
   }
   relaxed_store(b.tags[way], uint16_t{0});
   relaxed_store(r.dead_stamp, dead_stamp == 0 ? 1u : dead_stamp);
-  seq_write_end(b.version, v & ~kSeqWriting, v & kChainContinues);
+  seq_write_end(b.version, v);
 }
 
 bool DigestTable::remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp) {

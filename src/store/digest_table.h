@@ -2,6 +2,9 @@
 // times, in fixed-size records stored inline in 8-way buckets. The owner core
 // is the only writer; any core reads through the bucket seqlock (seqlock.h).
 // Records never move, so a slot number stays valid while the record lives.
+// Each digest may live in one of two buckets (two-choice hashing), so a
+// lookup reads two bucket headers, hit or miss, and the table fills to 90 %
+// without overflow chains.
 #pragma once
 
 #include <atomic>
@@ -26,7 +29,6 @@ struct RecordView {
 class DigestTable {
  public:
   static constexpr unsigned kWays = 8;
-  static constexpr unsigned kMaxProbe = 32;  // buckets a chain may span
 
   enum class WriteStatus { created, updated, full };
 
@@ -83,7 +85,7 @@ class DigestTable {
     int32_t value[fuzzy::kMaxExtraFlags];
   };
   struct alignas(64) Bucket {
-    std::atomic<uint32_t> version;         // seqlock; bit 1: chain continues
+    std::atomic<uint32_t> version;         // seqlock
     uint16_t tags[kWays];                  // 0 = slot free
     uint8_t pad[44];
     Record records[kWays];
@@ -92,7 +94,9 @@ class DigestTable {
   static_assert(sizeof(Bucket) == 64 + 8 * 88);
 
   size_t home(uint64_t hash) const;
+  size_t home2(uint64_t hash) const;
   static uint16_t tag_of(uint64_t hash);
+  int find_in(const Bucket& b, uint16_t tag, const uint64_t* want, RecordView& out) const;
   bool read_record(const Bucket& b, unsigned way, RecordView& out) const;
   bool locate(uint64_t hash, const uint8_t* digest, size_t& bucket, unsigned& way) const;
   void apply_flag(Record& r, uint32_t flag, int32_t value, bool weak);

@@ -11,10 +11,6 @@
 
 namespace shingled {
 
-namespace {
-constexpr uint32_t kChainContinues = 2;
-}
-
 ShingleIndex::ShingleIndex(size_t entries) {
   bucket_count_ = std::max<size_t>(2, (entries + kWays - 1) / kWays);
   buckets_ = static_cast<Bucket*>(allocate_table_memory(bucket_count_ * sizeof(Bucket)));
@@ -25,93 +21,67 @@ ShingleIndex::~ShingleIndex() { free_table_memory(buckets_, bucket_count_ * size
 
 size_t ShingleIndex::memory_bytes() const { return bucket_count_ * sizeof(Bucket); }
 
-void ShingleIndex::prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[home(hash)]); }
+void ShingleIndex::prefetch(uint64_t hash) const {
+  __builtin_prefetch(&buckets_[home(hash)]);
+  __builtin_prefetch(&buckets_[home2(hash)]);
+}
+
+uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag) const {
+  for (;;) {
+    const uint32_t v = seq_read_begin(b.version);
+    if (v & kSeqWriting) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    uint32_t found = 0;
+    for (unsigned w = 0; w < kWays; ++w) {
+      const uint32_t ref = relaxed_load(b.refs[w]);
+      if (ref != 0 && relaxed_load(b.tags[w]) == tag) {
+        found = ref;
+        break;
+      }
+    }
+    if (seq_read_valid(b.version, v)) return found;
+  }
+}
 
 uint32_t ShingleIndex::lookup(uint64_t hash) const {
   const uint16_t tag = tag_of(hash);
-  size_t bi = home(hash);
-  for (unsigned probe = 0; probe < kMaxProbe; ++probe) {
-    const Bucket& b = buckets_[bi];
-    for (;;) {
-      const uint32_t v = seq_read_begin(b.version);
-      if (v & kSeqWriting) {
-        __builtin_ia32_pause();
-        continue;
-      }
-      uint32_t found = 0;
-      for (unsigned w = 0; w < kWays; ++w) {
-        const uint32_t ref = relaxed_load(b.refs[w]);
-        if (ref != 0 && relaxed_load(b.tags[w]) == tag) {
-          found = ref;
-          break;
-        }
-      }
-      if (!seq_read_valid(b.version, v)) continue;
-      if (found != 0) return found;
-      if (!(v & kChainContinues)) return 0;
-      break;
-    }
-    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
-  }
-  return 0;
+  const uint32_t ref = lookup_in(buckets_[home(hash)], tag);
+  return ref != 0 ? ref : lookup_in(buckets_[home2(hash)], tag);
 }
 
 bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
   const uint16_t tag = tag_of(hash);
-  const size_t start = home(hash);
-  size_t free_bucket = SIZE_MAX;
-  unsigned free_way = 0;
-  size_t bi = start;
-  unsigned probe = 0;
-  // One pass to the end of the chain: an entry with the same tag is the same
-  // key (to 16 bits plus the bucket choice) and is taken over; otherwise the
-  // first free entry is used.
-  for (; probe < kMaxProbe; ++probe) {
-    Bucket& b = buckets_[bi];
+  Bucket* choices[2] = {&buckets_[home(hash)], &buckets_[home2(hash)]};
+  // An entry with the same tag in either bucket is the same key (to 16 bits
+  // plus the bucket choice) and is taken over.
+  unsigned free_count[2] = {0, 0};
+  int free_way[2] = {-1, -1};
+  for (unsigned c = 0; c < 2; ++c) {
+    Bucket& b = *choices[c];
     for (unsigned w = 0; w < kWays; ++w) {
       if (b.refs[w] != 0 && b.tags[w] == tag) {
         const uint32_t v = seq_write_begin(b.version);
         relaxed_store(b.refs[w], ref);
-        seq_write_end(b.version, v, 0);
+        seq_write_end(b.version, v);
         return true;
       }
-      if (b.refs[w] == 0 && free_bucket == SIZE_MAX) {
-        free_bucket = bi;
-        free_way = w;
-      }
-    }
-    if (!(b.version.load(std::memory_order_relaxed) & kChainContinues)) break;
-    bi = bi + 1 == bucket_count_ ? 0 : bi + 1;
-  }
-  if (free_bucket == SIZE_MAX) {
-    // Extend the chain past its end, marking the buckets we pass.
-    if (probe == kMaxProbe) return false;
-    size_t p = bi;
-    for (unsigned extra = probe; extra < kMaxProbe; ++extra) {
-      Bucket& b = buckets_[p];
-      unsigned w = 0;
-      while (w < kWays && b.refs[w] != 0) ++w;
-      if (w < kWays) {
-        free_bucket = p;
-        free_way = w;
-        break;
-      }
-      p = p + 1 == bucket_count_ ? 0 : p + 1;
-    }
-    if (free_bucket == SIZE_MAX) return false;
-    for (size_t q = start; q != free_bucket; q = q + 1 == bucket_count_ ? 0 : q + 1) {
-      Bucket& passed = buckets_[q];
-      if (!(passed.version.load(std::memory_order_relaxed) & kChainContinues)) {
-        const uint32_t v = seq_write_begin(passed.version);
-        seq_write_end(passed.version, v, kChainContinues);
+      if (b.refs[w] == 0) {
+        ++free_count[c];
+        if (free_way[c] < 0) free_way[c] = int(w);
       }
     }
   }
-  Bucket& b = buckets_[free_bucket];
+  // Otherwise the emptier of the two buckets: this keeps both below full
+  // far beyond the 85 % load the store sizes for.
+  const unsigned c = free_count[1] > free_count[0] ? 1 : 0;
+  if (free_way[c] < 0) return false;
+  Bucket& b = *choices[c];
   const uint32_t v = seq_write_begin(b.version);
-  relaxed_store(b.tags[free_way], tag);
-  relaxed_store(b.refs[free_way], ref);
-  seq_write_end(b.version, v, 0);
+  relaxed_store(b.tags[free_way[c]], tag);
+  relaxed_store(b.refs[free_way[c]], ref);
+  seq_write_end(b.version, v);
   return true;
 }
 
@@ -119,7 +89,7 @@ void ShingleIndex::clear_entry(Bucket& b, unsigned way) {
   const uint32_t v = seq_write_begin(b.version);
   relaxed_store(b.refs[way], 0u);
   relaxed_store(b.tags[way], uint16_t{0});
-  seq_write_end(b.version, v, 0);
+  seq_write_end(b.version, v);
 }
 
 }  // namespace shingled

@@ -1,8 +1,10 @@
 // One shard's shingle index: (shingle index i, shingle value) -> the record
 // that last wrote that pair, as in rspamd (a later write of the same pair
 // takes it over). 6-byte entries, ten to a 64-byte bucket: a 16-bit tag from
-// the key hash and a 32-bit record reference. The owner core writes; any
-// core reads through the bucket seqlock.
+// the key hash and a 32-bit record reference. Each key may live in one of
+// two buckets (two-choice hashing): a lookup reads exactly two cache lines,
+// both prefetchable, hit or miss. The owner core writes; any core reads
+// through the bucket seqlock.
 //
 // Entries are not removed when their record dies: readers ignore references
 // to dead records, and sweep_slice() clears them in the background. The
@@ -20,7 +22,6 @@ namespace shingled {
 class ShingleIndex {
  public:
   static constexpr unsigned kWays = 10;
-  static constexpr unsigned kMaxProbe = 16;
 
   explicit ShingleIndex(size_t entries);
   ~ShingleIndex();
@@ -37,7 +38,7 @@ class ShingleIndex {
 
   // --- owner core only ----------------------------------------------------
   // Points the key at `ref`, replacing whatever it pointed at. False when
-  // the probe chain is full (the pair is then not indexed; counted by caller).
+  // both its buckets are full (the pair is then not indexed; counted by caller).
   bool insert(uint64_t hash, uint32_t ref);
   // Clears entries whose reference `is_dead`, over `buckets` buckets from
   // `cursor`; returns true when the cursor wrapped (a full pass completed).
@@ -46,15 +47,22 @@ class ShingleIndex {
 
  private:
   struct alignas(64) Bucket {
-    std::atomic<uint32_t> version;  // seqlock; bit 1: chain continues
+    std::atomic<uint32_t> version;  // seqlock
     uint16_t tags[kWays];
     uint32_t refs[kWays];           // 0 = free entry
   };
   static_assert(sizeof(Bucket) == 64);
 
+  // First choice from bits 16..47 (the store uses the top bits for the
+  // shard, the low 16 are the tag); second choice from a remix of all bits.
   size_t home(uint64_t hash) const {
     return static_cast<size_t>((uint64_t(uint32_t(hash >> 16)) * bucket_count_) >> 32);
   }
+  size_t home2(uint64_t hash) const {
+    const uint64_t x = (hash ^ (hash >> 29)) * 0xBF58476D1CE4E5B9ull;
+    return static_cast<size_t>((uint64_t(uint32_t(x >> 32)) * bucket_count_) >> 32);
+  }
+  uint32_t lookup_in(const Bucket& b, uint16_t tag) const;
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
   void clear_entry(Bucket& b, unsigned way);
 

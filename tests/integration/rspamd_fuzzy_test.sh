@@ -89,13 +89,15 @@ done
 for tool in rspamd rspamc python3 timeout; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found in PATH"
 done
+# the real interpreter, not a wrapper such as a pyenv shim (the helper runs ~100 times)
+PYTHON=$(python3 -c 'import sys; print(sys.executable)') || die "python3 does not run"
 if [ "$MODE" = shingled ]; then
     [ -x "$SHINGLED" ] || die "--shingled: '$SHINGLED' is not an executable file"
     SHINGLED="$(cd "$(dirname "$SHINGLED")" && pwd)/$(basename "$SHINGLED")"
 fi
 if [ -z "$WRITE_WAIT" ]; then
     if [ "$MODE" = rspamd ]; then
-        WRITE_WAIT=$(python3 -c "print(float('$SYNC') + 1.5)")
+        WRITE_WAIT=$("$PYTHON" -c "print(float('$SYNC') + 1.5)")
     else
         WRITE_WAIT=0
     fi
@@ -350,7 +352,7 @@ if __name__ == '__main__':
          'cmp': lambda: fcmp(*a[1:]), 'scoreok': lambda: scoreok(*a[1:]), 'relay': lambda: relay(a[1], a[2], a[3])}[a[0]]
     sys.exit(f() or 0)
 PYEOF
-py() { python3 "$PY" "$@"; }
+py() { "$PYTHON" -S "$PY" "$@"; }
 
 # ---------------------------------------------------------------- results
 pass() { NPASS=$((NPASS + 1)); echo "PASS $1${2:+ ($2)}"; }
@@ -516,7 +518,7 @@ wait_server() {  # name port
 }
 
 start_relay() {  # listen target name
-    python3 "$PY" relay "$1" "$2" "$TMP/trace-$3.log" >"$TMP/relay-$3.err" 2>&1 &
+    "$PYTHON" -S "$PY" relay "$1" "$2" "$TMP/trace-$3.log" >"$TMP/relay-$3.err" 2>&1 &
     PIDS+=("$!")
 }
 
@@ -639,7 +641,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
 done
 if [ $ready = 1 ]; then
     remember_children "$RSPAMD_PID"
-    pass rspamd_ready "controller and normal worker answer after $(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")s"
+    pass rspamd_ready "controller and normal worker answer after $("$PYTHON" -c "print('%.1f' % ($(date +%s.%N) - $t0))")s"
 else
     fail rspamd_ready "rspamd did not answer within ${START_TIMEOUT}s"
     tail -n 20 "$R/stdout.log" "$R/rspamd.log" 2>/dev/null | indent

@@ -472,6 +472,29 @@ TEST_P(PacketIoTest, queue_send_rejects_replies_larger_than_kmaxreply) {
   EXPECT_EQ(io->counters().tx_errors, 2u);
 }
 
+TEST_P(PacketIoTest, backend_built_on_one_thread_serves_on_another) {
+  // The engine builds every backend on the main thread and runs it on a
+  // worker thread; io_uring's SINGLE_ISSUER must bind to the worker.
+  MAKE_OR_SKIP(io, GetParam(), std::vector{listen_at("127.0.0.1", 0)});
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  io->set_wake_fd(wake);  // also on the building thread, as the engine does
+  Client client(AF_INET);
+  client.send_to(bound_address(*io, 0), "from afar");
+  size_t received = 0;
+  std::thread worker([&] {
+    received = receive_n(*io, 1, /*echo=*/true).size();
+    settle_sends(*io, 1);
+  });
+  worker.join();
+  ASSERT_EQ(received, 1u) << "the worker thread received nothing";
+  std::string reply;
+  sockaddr_storage from{};
+  ASSERT_TRUE(client.receive(reply, from, 2000)) << "the worker thread's reply never arrived";
+  EXPECT_EQ(reply, "re:from afar");
+  EXPECT_EQ(io->counters().tx_errors, 0u);
+  close(wake);
+}
+
 INSTANTIATE_TEST_SUITE_P(backends, PacketIoTest,
                          ::testing::Values(IoBackendKind::uring, IoBackendKind::recvmmsg),
                          [](const auto& info) {
