@@ -22,17 +22,18 @@ inline void cpu_relax() { __builtin_ia32_pause(); }
 
 DigestTable::DigestTable(size_t records, size_t extra_blocks) {
   bucket_count_ = std::max<size_t>(2, (records + kWays - 1) / kWays);
-  buckets_ = static_cast<Bucket*>(allocate_table_memory(bucket_count_ * sizeof(Bucket)));
+  stash_count_ = std::max<size_t>(kStashProbe, bucket_count_ / 32);
+  buckets_ = static_cast<Bucket*>(allocate_table_memory(total_buckets() * sizeof(Bucket)));
   if (buckets_ == nullptr) throw std::bad_alloc();
   extra_.resize(std::max<size_t>(16, extra_blocks));
   extra_free_.reserve(extra_.size());
   for (size_t i = extra_.size(); i-- > 0;) extra_free_.push_back(static_cast<uint32_t>(i));
 }
 
-DigestTable::~DigestTable() { free_table_memory(buckets_, bucket_count_ * sizeof(Bucket)); }
+DigestTable::~DigestTable() { free_table_memory(buckets_, total_buckets() * sizeof(Bucket)); }
 
 size_t DigestTable::memory_bytes() const {
-  return bucket_count_ * sizeof(Bucket) + extra_.size() * sizeof(ExtraFlags) +
+  return total_buckets() * sizeof(Bucket) + extra_.size() * sizeof(ExtraFlags) +
          extra_free_.capacity() * sizeof(uint32_t);
 }
 
@@ -91,10 +92,11 @@ bool DigestTable::read_record(const Bucket& b, unsigned way, RecordView& out) co
 
 // The way of the record with `tag` and digest `want` in `b`, or -1; `out`
 // is filled from a consistent snapshot.
-int DigestTable::find_in(const Bucket& b, uint16_t tag, const uint64_t* want,
-                         RecordView& out) const {
+int DigestTable::find_in(const Bucket& b, uint16_t tag, const uint64_t* want, RecordView& out,
+                         uint32_t& version) const {
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
+    version = v;
     if (v & kSeqWriting) {
       cpu_relax();
       continue;
@@ -115,8 +117,19 @@ bool DigestTable::find(uint64_t hash, const uint8_t* digest, RecordView& out,
   const uint16_t tag = tag_of(hash);
   uint64_t want[8];
   std::memcpy(want, digest, sizeof want);
-  for (const size_t bi : {home(hash), home2(hash)}) {
-    const int w = find_in(buckets_[bi], tag, want, out);
+  uint32_t first_version = 0, v;
+  const size_t choices[2] = {home(hash), home2(hash)};
+  for (unsigned c = 0; c < 2; ++c) {
+    const int w = find_in(buckets_[choices[c]], tag, want, out, c == 0 ? first_version : v);
+    if (w >= 0) {
+      slot = static_cast<uint32_t>(choices[c] * kWays + unsigned(w));
+      return true;
+    }
+  }
+  if (!(first_version & kSeqFlag)) return false;
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    const int w = find_in(buckets_[bi], tag, want, out, v);
     if (w >= 0) {
       slot = static_cast<uint32_t>(bi * kWays + unsigned(w));
       return true;
@@ -149,7 +162,7 @@ bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
 bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
                          unsigned& way) const {
   const uint16_t tag = tag_of(hash);
-  for (const size_t bi : {home(hash), home2(hash)}) {
+  const auto search = [&](size_t bi) {
     const Bucket& b = buckets_[bi];
     for (unsigned w = 0; w < kWays; ++w) {
       if (b.tags[w] == tag && std::memcmp(b.records[w].digest, digest, fuzzy::kDigestSize) == 0) {
@@ -158,6 +171,13 @@ bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
         return true;
       }
     }
+    return false;
+  };
+  if (search(home(hash)) || search(home2(hash))) return true;
+  if (!(buckets_[home(hash)].version.load(std::memory_order_relaxed) & kSeqFlag)) return false;
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    if (search(bi)) return true;
   }
   return false;
 }
@@ -259,9 +279,12 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
     }
   }
   const unsigned c = usable[1] > usable[0] ? 1 : 0;
-  if (first[c] < 0) return WriteStatus::full;
-  bi = choices[c];
-  way = unsigned(first[c]);
+  if (first[c] >= 0) {
+    bi = choices[c];
+    way = unsigned(first[c]);
+  } else if (!find_stash_slot(hash, reusable_stamp, bi, way)) {
+    return WriteStatus::full;
+  }
   Bucket& b = buckets_[bi];
   const uint32_t v = seq_write_begin(b.version);
   Record& r = b.records[way];
@@ -280,6 +303,29 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   seq_write_end(b.version, v);
   slot = static_cast<uint32_t>(bi * kWays + way);
   return WriteStatus::created;
+}
+
+// Both buckets of a new digest are full: a free slot in its stash buckets.
+// The first bucket is flagged before the record appears, so lookups know.
+bool DigestTable::find_stash_slot(uint64_t hash, uint32_t reusable_stamp, size_t& bucket,
+                                  unsigned& way) {
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    const Bucket& b = buckets_[bi];
+    for (unsigned w = 0; w < kWays; ++w) {
+      const Record& r = b.records[w];
+      if (b.tags[w] != 0 || (r.dead_stamp != 0 && r.dead_stamp > reusable_stamp)) continue;
+      Bucket& first = buckets_[home(hash)];
+      if (!(first.version.load(std::memory_order_relaxed) & kSeqFlag)) {
+        const uint32_t fv = seq_write_begin(first.version);
+        seq_write_end(first.version, fv, kSeqFlag);
+      }
+      bucket = bi;
+      way = w;
+      return true;
+    }
+  }
+  return false;
 }
 
 void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
@@ -305,8 +351,8 @@ bool DigestTable::remove(uint64_t hash, const uint8_t* digest, uint32_t dead_sta
 size_t DigestTable::expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff,
                                  uint32_t dead_stamp) {
   size_t removed = 0;
-  for (size_t n = 0; n < buckets && n < bucket_count_; ++n) {
-    if (cursor >= bucket_count_) cursor = 0;
+  for (size_t n = 0; n < buckets && n < total_buckets(); ++n) {
+    if (cursor >= total_buckets()) cursor = 0;
     Bucket& b = buckets_[cursor++];
     for (unsigned w = 0; w < kWays; ++w) {
       if (b.tags[w] != 0 && b.records[w].last_write < cutoff) {

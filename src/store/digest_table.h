@@ -4,7 +4,9 @@
 // Records never move, so a slot number stays valid while the record lives.
 // Each digest may live in one of two buckets (two-choice hashing), so a
 // lookup reads two bucket headers, hit or miss, and the table fills to 90 %
-// without overflow chains.
+// without overflow chains. The rare digest whose two buckets are full goes to
+// a small stash of extra buckets; its first bucket is flagged so that only
+// lookups through flagged buckets look in the stash.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,7 @@ struct RecordView {
 class DigestTable {
  public:
   static constexpr unsigned kWays = 8;
+  static constexpr unsigned kStashProbe = 8;  // stash buckets one digest may use
 
   enum class WriteStatus { created, updated, full };
 
@@ -39,7 +42,7 @@ class DigestTable {
   DigestTable(const DigestTable&) = delete;
   DigestTable& operator=(const DigestTable&) = delete;
 
-  uint32_t slot_count() const { return static_cast<uint32_t>(bucket_count_ * kWays); }
+  uint32_t slot_count() const { return static_cast<uint32_t>((bucket_count_ + stash_count_) * kWays); }
   size_t memory_bytes() const;
 
   // --- any thread ---------------------------------------------------------
@@ -95,16 +98,22 @@ class DigestTable {
 
   size_t home(uint64_t hash) const;
   size_t home2(uint64_t hash) const;
+  size_t stash_home(uint64_t hash) const { return bucket_count_ + size_t(hash % stash_count_); }
+  size_t stash_next(size_t bi) const { return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1; }
+  size_t total_buckets() const { return bucket_count_ + stash_count_; }
   static uint16_t tag_of(uint64_t hash);
-  int find_in(const Bucket& b, uint16_t tag, const uint64_t* want, RecordView& out) const;
+  int find_in(const Bucket& b, uint16_t tag, const uint64_t* want, RecordView& out,
+              uint32_t& version) const;
   bool read_record(const Bucket& b, unsigned way, RecordView& out) const;
   bool locate(uint64_t hash, const uint8_t* digest, size_t& bucket, unsigned& way) const;
   void apply_flag(Record& r, uint32_t flag, int32_t value, bool weak);
   void kill(Bucket& b, unsigned way, uint32_t dead_stamp);
+  bool find_stash_slot(uint64_t hash, uint32_t reusable_stamp, size_t& bucket, unsigned& way);
   int32_t saturating_add(int32_t a, int32_t b);
 
   Bucket* buckets_ = nullptr;
-  size_t bucket_count_ = 0;
+  size_t bucket_count_ = 0;  // main buckets; the stash follows them
+  size_t stash_count_ = 0;
   std::vector<ExtraFlags> extra_;
   std::vector<uint32_t> extra_free_;
   uint64_t saturations_ = 0;

@@ -23,9 +23,12 @@ inline void relaxed_store(T& field, T value) {
   __atomic_store_n(&field, value, __ATOMIC_RELAXED);
 }
 
-// Low bit: a write is in progress; the sequence counts in steps of 2.
+// Low bit: a write is in progress. Bit 1 is left to the owner of the word
+// (the tables use it as a sticky "some key of this bucket overflowed into
+// the stash"). The sequence proper counts in steps of 4.
 inline constexpr uint32_t kSeqWriting = 1;
-inline constexpr uint32_t kSeqStep = 2;
+inline constexpr uint32_t kSeqFlag = 2;
+inline constexpr uint32_t kSeqStep = 4;
 
 // Owner side. The release fence after marking the version odd keeps the data
 // stores after it; the release store at the end publishes them.
@@ -35,8 +38,8 @@ inline uint32_t seq_write_begin(std::atomic<uint32_t>& version) {
   std::atomic_thread_fence(std::memory_order_release);
   return v;
 }
-inline void seq_write_end(std::atomic<uint32_t>& version, uint32_t begun_at) {
-  version.store(begun_at + kSeqStep, std::memory_order_release);
+inline void seq_write_end(std::atomic<uint32_t>& version, uint32_t begun_at, uint32_t set_flag = 0) {
+  version.store((begun_at + kSeqStep) | set_flag, std::memory_order_release);
 }
 
 // Reader side: returns the version to compare later, or an odd value when a

@@ -2,8 +2,10 @@
 // that last wrote that pair, as in rspamd (a later write of the same pair
 // takes it over). 6-byte entries, ten to a 64-byte bucket: a 16-bit tag from
 // the key hash and a 32-bit record reference. Each key may live in one of
-// two buckets (two-choice hashing): a lookup reads exactly two cache lines,
-// both prefetchable, hit or miss. The owner core writes; any core reads
+// two buckets (two-choice hashing): a lookup reads two cache lines, both
+// prefetchable, hit or miss. The rare key whose two buckets are both full
+// goes to a small stash of extra buckets, and its first bucket is flagged so
+// that only lookups of flagged buckets ever look in the stash. The owner core writes; any core reads
 // through the bucket seqlock.
 //
 // Entries are not removed when their record dies: readers ignore references
@@ -22,6 +24,7 @@ namespace shingled {
 class ShingleIndex {
  public:
   static constexpr unsigned kWays = 10;
+  static constexpr unsigned kStashProbe = 8;  // stash buckets one key may use
 
   explicit ShingleIndex(size_t entries);
   ~ShingleIndex();
@@ -62,12 +65,16 @@ class ShingleIndex {
     const uint64_t x = (hash ^ (hash >> 29)) * 0xBF58476D1CE4E5B9ull;
     return static_cast<size_t>((uint64_t(uint32_t(x >> 32)) * bucket_count_) >> 32);
   }
-  uint32_t lookup_in(const Bucket& b, uint16_t tag) const;
+  size_t stash_home(uint64_t hash) const { return bucket_count_ + size_t(hash % stash_count_); }
+  size_t stash_next(size_t bi) const { return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1; }
+  uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const;
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
   void clear_entry(Bucket& b, unsigned way);
+  bool insert_in_stash(uint64_t hash, uint16_t tag, uint32_t ref);
 
   Bucket* buckets_ = nullptr;
-  size_t bucket_count_ = 0;
+  size_t bucket_count_ = 0;  // main buckets; the stash follows them
+  size_t stash_count_ = 0;
 };
 
 template <typename IsDead>
@@ -75,7 +82,7 @@ bool ShingleIndex::sweep_slice(size_t& cursor, size_t buckets, IsDead&& is_dead,
                                size_t& cleared) {
   bool wrapped = false;
   for (size_t n = 0; n < buckets; ++n) {
-    if (cursor >= bucket_count_) {
+    if (cursor >= bucket_count_ + stash_count_) {
       cursor = 0;
       wrapped = true;
       break;

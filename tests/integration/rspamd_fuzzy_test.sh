@@ -244,8 +244,10 @@ def addres(path):
     """rspamc --json fuzzy_add/del output -> 'ok HASH...' or 'fail REASON'"""
     try:
         d = load(path)
-    except Exception as e:
-        print('fail unparsable: %s' % e); return 0
+    except Exception:
+        with open(path, 'rb') as fh:
+            raw = fh.read(300).decode('utf-8', 'replace')
+        print('fail rspamc output: ' + ' '.join(raw.split())); return 0
     if d.get('success') is True:
         print('ok ' + ' '.join(d.get('hashes', [])))
     else:
@@ -709,6 +711,24 @@ fuzzy_op() {
     return 1
 }
 
+# stop early (instead of piling up client timeouts) if a server or rspamd died
+check_alive() {
+    local n pidvar
+    for n in main refuse; do
+        pidvar="SERVER_PID_$n"
+        if ! kill -0 "${!pidvar}" 2>/dev/null; then
+            fail "server_${n}_alive" "the '$n' server process (pid ${!pidvar}) has exited; last output:"
+            tail -n 20 "$TMP/srv-$n/stdout.log" 2>/dev/null | indent
+            finish
+        fi
+    done
+    if ! kill -0 "$RSPAMD_PID" 2>/dev/null; then
+        fail rspamd_alive "rspamd (pid $RSPAMD_PID) has exited"
+        tail -n 20 "$R/stdout.log" 2>/dev/null | indent
+        finish
+    fi
+}
+
 settle() { [ "$WRITE_WAIT" != 0 ] && sleep "$WRITE_WAIT"; return 0; }
 
 # expect_stat CHECKNAME RULE N : `rspamc stat` shows N hashes for the rule
@@ -724,7 +744,7 @@ expect_stat() {
 }
 
 # ---------------------------------------------------------------- 1. nothing stored yet
-echo "== before any write"
+echo "== before any write"; check_alive
 expect_stat stat_empty_main test 0
 expect_stat stat_empty_refuse refuse 0
 for m in msg1 msg2 msg3 msg4 msg5 msg6; do
@@ -732,7 +752,7 @@ for m in msg1 msg2 msg3 msg4 msg5 msg6; do
 done
 
 # ---------------------------------------------------------------- 2. writes
-echo "== writes"
+echo "== writes"; check_alive
 fuzzy_op add_msg1 fuzzy_add 1 10 msg1.eml; H1=$HASHES
 fuzzy_op add_msg4 fuzzy_add 1 10 msg4.eml; H4=$HASHES
 fuzzy_op add_msg3 fuzzy_add 2 10 msg3.eml; H3=$HASHES
@@ -756,7 +776,7 @@ done
 settle
 
 # ---------------------------------------------------------------- 3. lookups
-echo "== lookups after the writes"
+echo "== lookups after the writes"; check_alive
 expect_sym hit_exact_msg1 msg1.eml FUZZY_DENIED_TEST present && {
     parse_opt FUZZY_DENIED_TEST; S1=$SCORE
     if [ "$OPT_FLAG" = 1 ] && [ "$OPT_DIGEST" = "${H1:0:10}" ] && [ "$OPT_PROB" = 1.00 ]; then
@@ -816,7 +836,7 @@ expect_stat stat_after_adds test 3
 expect_stat stat_refuse_still_empty refuse 0
 
 # ---------------------------------------------------------------- 4. repeated add raises the weight
-echo "== repeated add"
+echo "== repeated add"; check_alive
 fuzzy_op add_msg1_again fuzzy_add 1 10 msg1.eml
 settle
 if expect_sym hit_after_second_add msg1.eml FUZZY_DENIED_TEST present; then
@@ -833,7 +853,7 @@ expect_sym hit_shingles_msg2_after_second_add msg2.eml FUZZY_DENIED_TEST present
 expect_stat stat_after_readd test 3
 
 # ---------------------------------------------------------------- 5. deletes
-echo "== deletes"
+echo "== deletes"; check_alive
 fuzzy_op del_msg1 fuzzy_del 1 "" msg1.eml
 settle
 expect_sym gone_after_del_msg1 msg1.eml FUZZY_DENIED_TEST absent
@@ -858,4 +878,5 @@ if [ -n "${H4:-}" ]; then
     expect_stat stat_after_delhash test 1
 fi
 
+check_alive
 finish
