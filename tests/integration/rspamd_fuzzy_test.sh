@@ -16,12 +16,15 @@ usage() {
     cat <<'EOF'
 Usage:
   rspamd_fuzzy_test.sh --shingled PATH      [options]   test shingled (PATH --config FILE)
+  rspamd_fuzzy_test.sh --build BUILD_DIR    [options]   same with PATH = BUILD_DIR/src/daemon/shingled
   rspamd_fuzzy_test.sh --rspamd-fuzzy       [options]   test rspamd 3.4's own fuzzy storage (sqlite)
   rspamd_fuzzy_test.sh --server-cmd 'CMD'   [options]   test any server started by CMD
 
 Server selection (exactly one):
   --shingled PATH        The script writes a UCL config per server instance and runs
                          `PATH --config DIR/shingled.conf` in the foreground.
+  --build BUILD_DIR      Shorthand for --shingled BUILD_DIR/src/daemon/shingled (the
+                         interface scripts/test.sh uses for every integration test).
   --shingled-conf TEXT   Extra UCL appended to every generated shingled config.
   --rspamd-fuzzy         rspamd's fuzzy storage worker, sqlite backend (reference run).
   --sync SEC             rspamd-fuzzy mode: storage `sync` interval (default 1).
@@ -61,6 +64,7 @@ START_TIMEOUT=20; RT=5; TRACE=0; KEEP=0; FUZZY_TIMEOUT=2s
 while [ $# -gt 0 ]; do
     case "$1" in
         --shingled) MODE=shingled; SHINGLED="${2:?--shingled needs a path}"; shift 2 ;;
+        --build) MODE=shingled; SHINGLED="${2:?--build needs a dir}/src/daemon/shingled"; shift 2 ;;
         --shingled-conf) SHINGLED_CONF_EXTRA="${2?}"; shift 2 ;;
         --rspamd-fuzzy) MODE=rspamd; shift ;;
         --server-cmd) MODE=cmd; SERVER_CMD="${2:?--server-cmd needs a command}"; shift 2 ;;
