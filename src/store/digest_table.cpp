@@ -126,7 +126,7 @@ bool DigestTable::find(uint64_t hash, const uint8_t* digest, RecordView& out,
       return true;
     }
   }
-  if (!(first_version & kSeqFlag)) return false;
+  if (!(first_version & kSeqFlagB)) return false;
   size_t bi = stash_home(hash);
   for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
     const int w = find_in(buckets_[bi], tag, want, out, v);
@@ -174,7 +174,7 @@ bool DigestTable::locate(uint64_t hash, const uint8_t* digest, size_t& bucket,
     return false;
   };
   if (search(home(hash)) || search(home2(hash))) return true;
-  if (!(buckets_[home(hash)].version.load(std::memory_order_relaxed) & kSeqFlag)) return false;
+  if (!(buckets_[home(hash)].version.load(std::memory_order_relaxed) & kSeqFlagB)) return false;
   size_t bi = stash_home(hash);
   for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
     if (search(bi)) return true;
@@ -316,9 +316,9 @@ bool DigestTable::find_stash_slot(uint64_t hash, uint32_t reusable_stamp, size_t
       const Record& r = b.records[w];
       if (b.tags[w] != 0 || (r.dead_stamp != 0 && r.dead_stamp > reusable_stamp)) continue;
       Bucket& first = buckets_[home(hash)];
-      if (!(first.version.load(std::memory_order_relaxed) & kSeqFlag)) {
+      if (!(first.version.load(std::memory_order_relaxed) & kSeqFlagB)) {
         const uint32_t fv = seq_write_begin(first.version);
-        seq_write_end(first.version, fv, kSeqFlag);
+        seq_write_end(first.version, fv, kSeqFlagB);
       }
       bucket = bi;
       way = w;

@@ -37,16 +37,6 @@ size_t FuzzyStore::memory_bytes() const {
   return total;
 }
 
-void FuzzyStore::prefetch_check(const fuzzy::Request& req) const {
-  const uint64_t h = digest_hash(req.digest);
-  shards_[shard_of(h)]->digests.prefetch(h);
-  if (!req.has_shingles) return;
-  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-    const uint64_t sh = shingle_hash(i, req.shingles[i]);
-    shards_[shard_of(sh)]->index.prefetch(sh);
-  }
-}
-
 bool FuzzyStore::read_ref(uint32_t ref, RecordView& out) const {
   if (ref == 0) return false;
   const unsigned shard = ref >> slot_bits_;
@@ -56,31 +46,27 @@ bool FuzzyStore::read_ref(uint32_t ref, RecordView& out) const {
 
 CheckResult FuzzyStore::check(const fuzzy::Request& req, uint32_t now) const {
   CheckResult result;
-  const auto expired = [&](const RecordView& r) {
-    return int64_t(now) - int64_t(r.last_write) > int64_t(options_.expire_seconds);
-  };
+  const fuzzy::Request* one = &req;
+  check_chunk(&one, 1, now, &result);
+  return result;
+}
 
-  const uint64_t h = digest_hash(req.digest);
-  uint32_t slot;
-  if (shards_[shard_of(h)]->digests.find(h, req.digest, result.record, slot)) {
-    if (!expired(result.record)) {
-      result.kind = CheckResult::exact;
-      result.votes = fuzzy::kShingleCount;
-    }
-    return result;
+void FuzzyStore::check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
+                             CheckResult* out) const {
+  for (size_t at = 0; at < n; at += kCheckBatch) {
+    check_chunk(reqs + at, std::min(kCheckBatch, n - at), now, out + at);
   }
-  if (!req.has_shingles) return result;
+}
 
-  uint32_t refs[fuzzy::kShingleCount];
-  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-    const uint64_t sh = shingle_hash(i, req.shingles[i]);
-    refs[i] = shards_[shard_of(sh)]->index.lookup(sh);
-  }
-  // A hit needs at least 17 of 32 votes, a strict majority, so the
-  // Boyer-Moore majority vote finds the only possible winner in one pass.
+namespace {
+
+// A hit needs at least 17 of 32 votes, a strict majority, so the Boyer-Moore
+// majority vote finds the only possible winner in one pass and a count.
+uint32_t majority(const uint32_t* refs, unsigned& votes) {
   uint32_t candidate = 0;
   unsigned balance = 0;
-  for (uint32_t r : refs) {
+  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+    const uint32_t r = refs[i];
     if (r == 0) continue;
     if (balance == 0) {
       candidate = r;
@@ -89,22 +75,88 @@ CheckResult FuzzyStore::check(const fuzzy::Request& req, uint32_t now) const {
       balance += r == candidate ? 1 : -1;
     }
   }
-  if (candidate == 0) return result;
-  const unsigned votes = unsigned(std::count(refs, refs + fuzzy::kShingleCount, candidate));
-  if (votes < kVoteThreshold) return result;
-  if (!read_ref(candidate, result.record) || expired(result.record)) return result;
-  result.kind = CheckResult::shingles;
-  result.votes = votes;
-  return result;
+  votes = candidate == 0 ? 0 : unsigned(std::count(refs, refs + fuzzy::kShingleCount, candidate));
+  return candidate;
 }
 
-void FuzzyStore::check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
+}  // namespace
+
+void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
                              CheckResult* out) const {
-  if (n == 0) return;
-  prefetch_check(*reqs[0]);
+  struct Vote {
+    size_t req;
+    uint64_t keys[fuzzy::kShingleCount];
+    uint32_t refs[fuzzy::kShingleCount];
+    uint32_t flags[fuzzy::kShingleCount];
+    uint32_t winner;
+  };
+  uint64_t digest_hashes[kCheckBatch];
+  Vote votes[kCheckBatch];
+  size_t n_votes = 0;
+
+  // Stage 1: hash every digest and prefetch both of its buckets.
   for (size_t i = 0; i < n; ++i) {
-    if (i + 1 < n) prefetch_check(*reqs[i + 1]);
-    out[i] = check(*reqs[i], now);
+    digest_hashes[i] = digest_hash(reqs[i]->digest);
+    shards_[shard_of(digest_hashes[i])]->digests.prefetch(digest_hashes[i]);
+  }
+  // Stage 2: exact lookups. Misses that carry shingles go on to the vote:
+  // hash their shingles and prefetch each one's first bucket.
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = CheckResult{};
+    const uint64_t h = digest_hashes[i];
+    uint32_t slot;
+    if (shards_[shard_of(h)]->digests.find(h, reqs[i]->digest, out[i].record, slot)) {
+      if (!expired(out[i].record, now)) {
+        out[i].kind = CheckResult::exact;
+        out[i].votes = fuzzy::kShingleCount;
+      }
+      continue;
+    }
+    if (!reqs[i]->has_shingles) continue;
+    Vote& v = votes[n_votes++];
+    v.req = i;
+    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
+      v.keys[k] = shingle_hash(k, reqs[i]->shingles[k]);
+      shards_[shard_of(v.keys[k])]->index.prefetch_first(v.keys[k]);
+    }
+  }
+  // Stage 3: probe first buckets; prefetch second buckets where flagged.
+  for (size_t j = 0; j < n_votes; ++j) {
+    Vote& v = votes[j];
+    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
+      const ShingleIndex& idx = shards_[shard_of(v.keys[k])]->index;
+      v.refs[k] = idx.probe_first(v.keys[k], v.flags[k]);
+      if (v.refs[k] == 0 && v.flags[k] != 0) idx.prefetch_rest(v.keys[k], v.flags[k]);
+      else v.flags[k] = 0;
+    }
+  }
+  // Stage 4: probe the rest where needed, vote, prefetch the winners.
+  for (size_t j = 0; j < n_votes; ++j) {
+    Vote& v = votes[j];
+    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
+      if (v.flags[k] != 0) v.refs[k] = shards_[shard_of(v.keys[k])]->index.probe_rest(v.keys[k], v.flags[k]);
+    }
+    unsigned count;
+    v.winner = majority(v.refs, count);
+    if (count < kVoteThreshold) {
+      v.winner = 0;
+      continue;
+    }
+    out[v.req].votes = count;
+    const unsigned shard = v.winner >> slot_bits_;
+    if (shard < shards_.size()) {
+      shards_[shard]->digests.prefetch_slot((v.winner & ((uint32_t(1) << slot_bits_) - 1)) - 1);
+    }
+  }
+  // Stage 5: read the winning records.
+  for (size_t j = 0; j < n_votes; ++j) {
+    const Vote& v = votes[j];
+    CheckResult& r = out[v.req];
+    if (v.winner == 0 || !read_ref(v.winner, r.record) || expired(r.record, now)) {
+      r.votes = 0;
+      continue;
+    }
+    r.kind = CheckResult::shingles;
   }
 }
 

@@ -69,13 +69,16 @@ class FuzzyStore {
   unsigned shard_of(uint64_t hash) const { return static_cast<unsigned>(hash >> (64 - shard_bits_)); }
 
   // --- any thread ---------------------------------------------------------
-  // Prefetches the buckets a check of `req` will touch.
-  void prefetch_check(const fuzzy::Request& req) const;
+  static constexpr size_t kCheckBatch = 32;  // requests check_batch() pipelines together
+
   // Exact digest first; if absent, the shingle vote (only when the request
   // carries shingles). A digest that exists but expired is a miss, with no
   // vote (rspamd's sqlite backend).
   CheckResult check(const fuzzy::Request& req, uint32_t now) const;
-  // Checks a burst, prefetching one request ahead of the one it probes.
+  // Checks a burst in stages over the whole batch (hash and prefetch the
+  // digests; probe them, then hash and prefetch the shingles of the misses;
+  // probe the shingles; vote and read the winners), so the ~33 cache misses
+  // of each request overlap with those of the others.
   void check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
                    CheckResult* out) const;
   bool read_ref(uint32_t ref, RecordView& out) const;
@@ -114,7 +117,10 @@ class FuzzyStore {
   uint32_t make_ref(unsigned shard, uint32_t slot) const {
     return (uint32_t(shard) << slot_bits_) | (slot + 1);
   }
-  bool ref_is_dead(uint32_t ref, uint32_t now) const;
+  void check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32_t now, CheckResult* out) const;
+  bool expired(const RecordView& r, uint32_t now) const {
+    return int64_t(now) - int64_t(r.last_write) > int64_t(options_.expire_seconds);
+  }
   // Quarantine stamps (see the file comment).
   uint32_t dead_stamp() const;
   uint32_t reusable_stamp() const;

@@ -23,12 +23,14 @@ inline void relaxed_store(T& field, T value) {
   __atomic_store_n(&field, value, __ATOMIC_RELAXED);
 }
 
-// Low bit: a write is in progress. Bit 1 is left to the owner of the word
-// (the tables use it as a sticky "some key of this bucket overflowed into
-// the stash"). The sequence proper counts in steps of 4.
+// Low bit: a write is in progress. Bits 1 and 2 are sticky flags left to the
+// owner of the word (the tables use them for "some key of this bucket
+// overflowed to its second bucket" and "... to the stash"). The sequence
+// proper counts in steps of 8.
 inline constexpr uint32_t kSeqWriting = 1;
-inline constexpr uint32_t kSeqFlag = 2;
-inline constexpr uint32_t kSeqStep = 4;
+inline constexpr uint32_t kSeqFlagA = 2;
+inline constexpr uint32_t kSeqFlagB = 4;
+inline constexpr uint32_t kSeqStep = 8;
 
 // Owner side. The release fence after marking the version odd keeps the data
 // stores after it; the release store at the end publishes them.

@@ -1,20 +1,22 @@
 // Shingle index operations (see shingle_index.h). A torn read is harmless:
 // the reader copies tags and references with relaxed loads and keeps the
-// result only if the bucket version did not move.
+// result only if the bucket version did not move. The overflow flags are set
+// before the entry they announce appears, so a reader that finds a key
+// missing from its first bucket and sees no flag can trust the miss.
 #include "store/shingle_index.h"
 
 #include <algorithm>
 #include <new>
 
-#include "store/seqlock.h"
 #include "store/table_memory.h"
 
 namespace shingled {
 
 ShingleIndex::ShingleIndex(size_t entries) {
   bucket_count_ = std::max<size_t>(2, (entries + kWays - 1) / kWays);
-  stash_count_ = std::max<size_t>(kStashProbe, bucket_count_ / 32);
-  buckets_ = static_cast<Bucket*>(allocate_table_memory((bucket_count_ + stash_count_) * sizeof(Bucket)));
+  stash_count_ = std::max<size_t>(kStashProbe, bucket_count_ / 16);
+  buckets_ = static_cast<Bucket*>(
+      allocate_table_memory((bucket_count_ + stash_count_) * sizeof(Bucket)));
   if (buckets_ == nullptr) throw std::bad_alloc();
 }
 
@@ -22,100 +24,142 @@ ShingleIndex::~ShingleIndex() {
   free_table_memory(buckets_, (bucket_count_ + stash_count_) * sizeof(Bucket));
 }
 
-size_t ShingleIndex::memory_bytes() const { return (bucket_count_ + stash_count_) * sizeof(Bucket); }
-
-void ShingleIndex::prefetch(uint64_t hash) const {
-  __builtin_prefetch(&buckets_[home(hash)]);
-  __builtin_prefetch(&buckets_[home2(hash)]);
+size_t ShingleIndex::memory_bytes() const {
+  return (bucket_count_ + stash_count_) * sizeof(Bucket);
 }
 
+namespace {
+
+// Bit 15 of each 16-bit lane of `word` whose value equals `tag`, plus
+// possibly lanes above a real match (borrow); callers confirm each lane.
+inline uint64_t matching_lanes(uint64_t word, uint16_t tag) {
+  constexpr uint64_t kOnes = 0x0001000100010001ull;
+  constexpr uint64_t kHigh = 0x8000800080008000ull;
+  const uint64_t x = word ^ (kOnes * tag);
+  return (x - kOnes) & ~x & kHigh;
+}
+
+// Gathers bit 15 of each 16-bit lane into bits 0..3.
+inline uint64_t lane_bits(uint64_t lanes) {
+  return ((lanes >> 15) & 1) | ((lanes >> 30) & 2) | ((lanes >> 45) & 4) | ((lanes >> 60) & 8);
+}
+
+}  // namespace
+
+// Compares the ten tags as three words (SWAR) instead of ten loads; only a
+// lane whose tag matches has its reference read.
 uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const {
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
+  const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
-    version = v;
     if (v & kSeqWriting) {
       __builtin_ia32_pause();
       continue;
     }
     uint32_t found = 0;
-    for (unsigned w = 0; w < kWays; ++w) {
-      const uint32_t ref = relaxed_load(b.refs[w]);
-      if (ref != 0 && relaxed_load(b.tags[w]) == tag) {
-        found = ref;
-        break;
+    // Lanes 0-3, 4-7 and 8-9 packed into one 12-bit mask of candidates.
+    const uint64_t m0 = matching_lanes(relaxed_load(words[0]), tag);
+    const uint64_t m1 = matching_lanes(relaxed_load(words[1]), tag);
+    const uint64_t m2 = matching_lanes(relaxed_load(*tail), tag) & 0x80008000ull;
+    for (uint64_t m = (m0 | m1 | m2) ? (lane_bits(m0) | lane_bits(m1) << 4 |
+                                        lane_bits(m2) << 8)
+                                     : 0;
+         m != 0; m &= m - 1) {
+      const unsigned w = unsigned(__builtin_ctzll(m));
+      if (relaxed_load(b.tags[w]) == tag) {
+        found = relaxed_load(b.refs[w]);
+        if (found != 0) break;
       }
     }
-    if (seq_read_valid(b.version, v)) return found;
+    if (seq_read_valid(b.version, v)) {
+      version = v;
+      return found;
+    }
   }
 }
 
-uint32_t ShingleIndex::lookup(uint64_t hash) const {
-  const uint16_t tag = tag_of(hash);
-  uint32_t v1, v2;
-  uint32_t ref = lookup_in(buckets_[home(hash)], tag, v1);
-  if (ref != 0) return ref;
-  ref = lookup_in(buckets_[home2(hash)], tag, v2);
-  if (ref != 0 || !(v1 & kSeqFlag)) return ref;
-  size_t bi = stash_home(hash);
-  for (unsigned p = 0; p < kStashProbe && ref == 0; ++p, bi = stash_next(bi)) {
-    ref = lookup_in(buckets_[bi], tag, v2);
-  }
+uint32_t ShingleIndex::probe_first(uint64_t hash, uint32_t& flags) const {
+  uint32_t v;
+  const uint32_t ref = lookup_in(buckets_[home(hash)], tag_of(hash), v);
+  flags = v & (kSeqFlagA | kSeqFlagB);
   return ref;
 }
 
-bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
+uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags) const {
   const uint16_t tag = tag_of(hash);
-  Bucket* choices[2] = {&buckets_[home(hash)], &buckets_[home2(hash)]};
-  // An entry with the same tag in either bucket is the same key (to 16 bits
-  // plus the bucket choice) and is taken over.
-  unsigned free_count[2] = {0, 0};
-  int free_way[2] = {-1, -1};
-  for (unsigned c = 0; c < 2; ++c) {
-    Bucket& b = *choices[c];
-    for (unsigned w = 0; w < kWays; ++w) {
-      if (b.refs[w] != 0 && b.tags[w] == tag) {
-        const uint32_t v = seq_write_begin(b.version);
-        relaxed_store(b.refs[w], ref);
-        seq_write_end(b.version, v);
-        return true;
-      }
-      if (b.refs[w] == 0) {
-        ++free_count[c];
-        if (free_way[c] < 0) free_way[c] = int(w);
-      }
+  uint32_t v;
+  if (flags & kSeqFlagA) {
+    if (const uint32_t ref = lookup_in(buckets_[home2(hash)], tag, v)) return ref;
+  }
+  if (flags & kSeqFlagB) {
+    size_t bi = stash_home(hash);
+    for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+      if (const uint32_t ref = lookup_in(buckets_[bi], tag, v)) return ref;
     }
   }
-  // Otherwise the emptier of the two buckets: this keeps both below full
-  // far beyond the 85 % load the store sizes for.
-  const unsigned c = free_count[1] > free_count[0] ? 1 : 0;
-  if (free_way[c] < 0) return insert_in_stash(hash, tag, ref);
-  Bucket& b = *choices[c];
-  const uint32_t v = seq_write_begin(b.version);
-  relaxed_store(b.tags[free_way[c]], tag);
-  relaxed_store(b.refs[free_way[c]], ref);
-  seq_write_end(b.version, v);
-  return true;
+  return 0;
 }
 
-// Both buckets full: the key goes to the stash, and its first bucket is
-// flagged (before the entry appears) so lookups know to look there.
-bool ShingleIndex::insert_in_stash(uint64_t hash, uint16_t tag, uint32_t ref) {
-  size_t bi = stash_home(hash);
-  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-    Bucket& b = buckets_[bi];
-    for (unsigned w = 0; w < kWays; ++w) {
-      if (b.refs[w] != 0 && b.tags[w] != tag) continue;
-      Bucket& first = buckets_[home(hash)];
-      if (!(first.version.load(std::memory_order_relaxed) & kSeqFlag)) {
-        const uint32_t fv = seq_write_begin(first.version);
-        seq_write_end(first.version, fv, kSeqFlag);
-      }
+// An entry with the same tag is the same key (to 16 bits plus the bucket
+// choice): it is pointed at the new record.
+bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
+  for (unsigned w = 0; w < kWays; ++w) {
+    if (b.refs[w] != 0 && b.tags[w] == tag) {
+      const uint32_t v = seq_write_begin(b.version);
+      relaxed_store(b.refs[w], ref);
+      seq_write_end(b.version, v);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ShingleIndex::put(Bucket& b, uint16_t tag, uint32_t ref) {
+  for (unsigned w = 0; w < kWays; ++w) {
+    if (b.refs[w] == 0) {
       const uint32_t v = seq_write_begin(b.version);
       relaxed_store(b.tags[w], tag);
       relaxed_store(b.refs[w], ref);
       seq_write_end(b.version, v);
       return true;
     }
+  }
+  return false;
+}
+
+void ShingleIndex::flag(Bucket& b, uint32_t flag) {
+  if (b.version.load(std::memory_order_relaxed) & flag) return;
+  const uint32_t v = seq_write_begin(b.version);
+  seq_write_end(b.version, v, flag);
+}
+
+bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
+  const uint16_t tag = tag_of(hash);
+  Bucket& first = buckets_[home(hash)];
+  Bucket& second = buckets_[home2(hash)];
+  const uint32_t flags = first.version.load(std::memory_order_relaxed);
+  if (take_over(first, tag, ref)) return true;
+  if ((flags & kSeqFlagA) && take_over(second, tag, ref)) return true;
+  if (flags & kSeqFlagB) {
+    size_t bi = stash_home(hash);
+    for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+      if (take_over(buckets_[bi], tag, ref)) return true;
+    }
+  }
+  if (put(first, tag, ref)) return true;
+  const auto has_room = [](const Bucket& b) {
+    return std::any_of(b.refs, b.refs + kWays, [](uint32_t r) { return r == 0; });
+  };
+  if (has_room(second)) {
+    flag(first, kSeqFlagA);
+    return put(second, tag, ref);
+  }
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    if (!has_room(buckets_[bi])) continue;
+    flag(first, kSeqFlagB);
+    return put(buckets_[bi], tag, ref);
   }
   return false;
 }

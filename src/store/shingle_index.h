@@ -1,12 +1,13 @@
 // One shard's shingle index: (shingle index i, shingle value) -> the record
 // that last wrote that pair, as in rspamd (a later write of the same pair
 // takes it over). 6-byte entries, ten to a 64-byte bucket: a 16-bit tag from
-// the key hash and a 32-bit record reference. Each key may live in one of
-// two buckets (two-choice hashing): a lookup reads two cache lines, both
-// prefetchable, hit or miss. The rare key whose two buckets are both full
-// goes to a small stash of extra buckets, and its first bucket is flagged so
-// that only lookups of flagged buckets ever look in the stash. The owner core writes; any core reads
-// through the bucket seqlock.
+// the key hash and a 32-bit record reference. The owner core writes; any
+// core reads through the bucket seqlock.
+//
+// Placement: a key goes to its first bucket while that has room, else to
+// its second bucket, else to a small stash; the first bucket then carries a
+// sticky flag saying so. A lookup therefore reads one cache line for most
+// keys, hits and misses alike, and a second only through a flagged bucket.
 //
 // Entries are not removed when their record dies: readers ignore references
 // to dead records, and sweep_slice() clears them in the background. The
@@ -19,12 +20,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "store/seqlock.h"
+
 namespace shingled {
 
 class ShingleIndex {
  public:
   static constexpr unsigned kWays = 10;
-  static constexpr unsigned kStashProbe = 8;  // stash buckets one key may use
+  static constexpr unsigned kStashProbe = 2;  // stash buckets one key may use
 
   explicit ShingleIndex(size_t entries);
   ~ShingleIndex();
@@ -35,13 +38,25 @@ class ShingleIndex {
   size_t bucket_count() const { return bucket_count_; }
 
   // --- any thread ---------------------------------------------------------
-  void prefetch(uint64_t hash) const;
   // The record reference stored for the key, or 0.
-  uint32_t lookup(uint64_t hash) const;
+  uint32_t lookup(uint64_t hash) const { 
+    uint32_t flags;
+    const uint32_t ref = probe_first(hash, flags);
+    return ref != 0 || flags == 0 ? ref : probe_rest(hash, flags);
+  }
+  // The same in two steps, for pipelines that prefetch between them:
+  // probe_first() reads the first bucket; when it returns 0 with non-zero
+  // `flags`, the key may still be elsewhere and probe_rest() looks there.
+  void prefetch_first(uint64_t hash) const { __builtin_prefetch(&buckets_[home(hash)]); }
+  void prefetch_rest(uint64_t hash, uint32_t flags) const {
+    if (flags & kSeqFlagA) __builtin_prefetch(&buckets_[home2(hash)]);
+  }
+  uint32_t probe_first(uint64_t hash, uint32_t& flags) const;
+  uint32_t probe_rest(uint64_t hash, uint32_t flags) const;
 
   // --- owner core only ----------------------------------------------------
   // Points the key at `ref`, replacing whatever it pointed at. False when
-  // both its buckets are full (the pair is then not indexed; counted by caller).
+  // every place it may go is full (the pair is then not indexed; counted).
   bool insert(uint64_t hash, uint32_t ref);
   // Clears entries whose reference `is_dead`, over `buckets` buckets from
   // `cursor`; returns true when the cursor wrapped (a full pass completed).
@@ -50,14 +65,14 @@ class ShingleIndex {
 
  private:
   struct alignas(64) Bucket {
-    std::atomic<uint32_t> version;  // seqlock
-    uint16_t tags[kWays];
+    uint16_t tags[kWays];           // first, so three aligned words hold them all
+    std::atomic<uint32_t> version;  // seqlock; flag A: overflowed to home2, B: to the stash
     uint32_t refs[kWays];           // 0 = free entry
   };
   static_assert(sizeof(Bucket) == 64);
 
-  // First choice from bits 16..47 (the store uses the top bits for the
-  // shard, the low 16 are the tag); second choice from a remix of all bits.
+  // First bucket from bits 16..47 (the store uses the top bits for the
+  // shard, the low 16 are the tag); second from a remix of all bits.
   size_t home(uint64_t hash) const {
     return static_cast<size_t>((uint64_t(uint32_t(hash >> 16)) * bucket_count_) >> 32);
   }
@@ -66,11 +81,15 @@ class ShingleIndex {
     return static_cast<size_t>((uint64_t(uint32_t(x >> 32)) * bucket_count_) >> 32);
   }
   size_t stash_home(uint64_t hash) const { return bucket_count_ + size_t(hash % stash_count_); }
-  size_t stash_next(size_t bi) const { return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1; }
-  uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const;
+  size_t stash_next(size_t bi) const {
+    return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1;
+  }
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
+  uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const;
+  bool take_over(Bucket& b, uint16_t tag, uint32_t ref);
+  bool put(Bucket& b, uint16_t tag, uint32_t ref);
+  void flag(Bucket& b, uint32_t flag);
   void clear_entry(Bucket& b, unsigned way);
-  bool insert_in_stash(uint64_t hash, uint16_t tag, uint32_t ref);
 
   Bucket* buckets_ = nullptr;
   size_t bucket_count_ = 0;  // main buckets; the stash follows them
