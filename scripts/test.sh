@@ -121,7 +121,7 @@ section "fuzzing (${FUZZ_SECONDS}s per target)"
 if CC=clang CXX=clang++ build build-fuzz -Dbuildtype=debugoptimized -Dfuzzing=true \
      -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dbenchmarks=false; then
   for target in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$target" ] || continue
+    [ -f "$target" ] && [ -x "$target" ] || continue
     name=$(basename "$target")
     corpus_seed="tests/fuzz/corpus/${name#fuzz_}"
     work="$log_dir/corpus-$name"

@@ -39,6 +39,7 @@ struct Config {
   std::vector<Network> allow_update;             // default: 127.0.0.1, ::1
   std::string hashfile;                          // reserved for persistence
   uint64_t max_hashes = 1'000'000;               // capacity of the digest table
+  uint64_t max_memory = 0;                       // or: capacity from a RAM budget (bytes)
 
   // Engine.
   unsigned workers = 0;           // 0 = one per online core

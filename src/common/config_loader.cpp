@@ -22,7 +22,7 @@ namespace {
 
 // Options shingled implements, by canonical name.
 const char* const kKnownOptions[] = {
-    "bind_socket", "expire", "allow_update", "hashfile", "max_hashes",
+    "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "workers", "pin_workers", "io", "control_socket",
 };
 
@@ -115,6 +115,11 @@ class Loader {
     if (cfg_.bind_sockets.empty()) {
       return fail(last_bind != nullptr ? last_bind->key_line : 0,
                   "bind_socket lists no address: there would be nothing to listen on");
+    }
+    if (max_hashes_line_ != 0 && max_memory_line_ != 0) {
+      return fail(max_memory_line_, "max_memory and max_hashes (line " +
+                                        std::to_string(max_hashes_line_) +
+                                        ") both set the capacity: keep one");
     }
     return true;
   }
@@ -215,6 +220,13 @@ class Loader {
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
       if (n == 0) return fail(m.line, "max_hashes: must be at least 1");
       cfg_.max_hashes = n;
+      max_hashes_line_ = m.line;
+    } else if (name == "max_memory") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n < (uint64_t(1) << 20)) return fail(m.line, "max_memory: must be at least 1mb");
+      cfg_.max_memory = n;
+      max_memory_line_ = m.line;
     } else if (name == "workers") {
       uint64_t n = 0;
       if (v == "auto") {
@@ -360,6 +372,8 @@ class Loader {
   bool allow_given_ = false;
   std::vector<int> bind_lines_;  // line of each cfg_.bind_sockets entry
   int worker_line_ = 0;
+  int max_hashes_line_ = 0;
+  int max_memory_line_ = 0;
   const UclNode* worker_body_ = nullptr;
 };
 

@@ -97,7 +97,13 @@ void print_summary(const Config& c) {
   printf("  allow_update  ");
   if (c.allow_update.empty()) printf(" (nobody)");
   for (const Network& n : c.allow_update) printf(" %s", n.text.c_str());
-  printf("\n  max_hashes     %llu\n", static_cast<unsigned long long>(c.max_hashes));
+  if (c.max_memory != 0) {
+    printf("\n  max_memory     %llu bytes (capacity %llu hashes)\n",
+           static_cast<unsigned long long>(c.max_memory),
+           static_cast<unsigned long long>(FuzzyStore::hashes_for_memory(c.max_memory)));
+  } else {
+    printf("\n  max_hashes     %llu\n", static_cast<unsigned long long>(c.max_hashes));
+  }
   printf("  workers        %u%s\n", c.workers, c.workers == 0 ? " (one per core)" : "");
   printf("  io             %s\n", c.io == IoBackendKind::uring ? "uring" : "recvmmsg");
   printf("  control_socket %s\n", c.control_socket.c_str());
@@ -147,6 +153,17 @@ int run(int argc, char** argv) {
 
   StoreOptions so;
   so.max_hashes = config.max_hashes;
+  if (config.max_memory != 0) {
+    so.max_hashes = FuzzyStore::hashes_for_memory(config.max_memory);
+    if (so.max_hashes == 0) {
+      fprintf(stderr, "shingled: max_memory = %llu bytes holds no hash at all\n",
+              static_cast<unsigned long long>(config.max_memory));
+      return 1;
+    }
+    LOG_INFO("max_memory %llu bytes: capacity %llu hashes",
+             static_cast<unsigned long long>(config.max_memory),
+             static_cast<unsigned long long>(so.max_hashes));
+  }
   so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
   std::unique_ptr<FuzzyStore> store;
   try {

@@ -1,5 +1,5 @@
 // Digest table operations (see digest_table.h). Why a torn read is harmless:
-// readers copy tags, digest words and flags with relaxed loads and keep the
+// readers copy tags, digest words and flags with acquire loads and keep the
 // copy only if the bucket version did not move (seq_read_valid); the extra
 // flag block of a record is freed or reused only inside a write section of
 // the record's bucket, so a reader that followed a stale `extra` index sees
@@ -20,9 +20,20 @@ namespace {
 inline void cpu_relax() { __builtin_ia32_pause(); }
 }  // namespace
 
+namespace {
+size_t main_buckets(size_t records, unsigned ways) { return std::max<size_t>(2, (records + ways - 1) / ways); }
+size_t stash_buckets(size_t main, unsigned probe) { return std::max<size_t>(probe, main / 32); }
+}  // namespace
+
+size_t DigestTable::bytes_for(size_t records, size_t extra_blocks) {
+  const size_t main = main_buckets(records, kWays);
+  return (main + stash_buckets(main, kStashProbe)) * sizeof(Bucket) +
+         std::max<size_t>(16, extra_blocks) * (sizeof(ExtraFlags) + sizeof(uint32_t));
+}
+
 DigestTable::DigestTable(size_t records, size_t extra_blocks) {
-  bucket_count_ = std::max<size_t>(2, (records + kWays - 1) / kWays);
-  stash_count_ = std::max<size_t>(kStashProbe, bucket_count_ / 32);
+  bucket_count_ = main_buckets(records, kWays);
+  stash_count_ = stash_buckets(bucket_count_, kStashProbe);
   buckets_ = static_cast<Bucket*>(allocate_table_memory(total_buckets() * sizeof(Bucket)));
   if (buckets_ == nullptr) throw std::bad_alloc();
   extra_.resize(std::max<size_t>(16, extra_blocks));
@@ -68,22 +79,22 @@ void DigestTable::prefetch_slot(uint32_t slot) const {
 bool DigestTable::read_record(const Bucket& b, unsigned way, RecordView& out) const {
   const Record& r = b.records[way];
   for (unsigned i = 0; i < 8; ++i) {
-    const uint64_t w = relaxed_load(r.digest[i]);
+    const uint64_t w = shared_load(r.digest[i]);
     std::memcpy(out.digest + 8 * i, &w, 8);
   }
-  out.last_write = relaxed_load(r.last_write);
-  out.first_write = relaxed_load(r.first_write);
-  out.flags[0].flag = relaxed_load(r.flag);
-  out.flags[0].value = relaxed_load(r.value);
+  out.last_write = shared_load(r.last_write);
+  out.first_write = shared_load(r.first_write);
+  out.flags[0].flag = shared_load(r.flag);
+  out.flags[0].value = shared_load(r.value);
   out.n_flags = 1;
-  const uint32_t extra = relaxed_load(r.extra);
+  const uint32_t extra = shared_load(r.extra);
   if (extra != 0) {
     if (extra > extra_.size()) return false;  // torn: the version check will retry
     const ExtraFlags& e = extra_[extra - 1];
-    const uint32_t n = std::min<uint32_t>(relaxed_load(e.count), fuzzy::kMaxExtraFlags);
+    const uint32_t n = std::min<uint32_t>(shared_load(e.count), fuzzy::kMaxExtraFlags);
     for (uint32_t k = 0; k < n; ++k) {
-      out.flags[1 + k].flag = relaxed_load(e.flag[k]);
-      out.flags[1 + k].value = relaxed_load(e.value[k]);
+      out.flags[1 + k].flag = shared_load(e.flag[k]);
+      out.flags[1 + k].value = shared_load(e.value[k]);
     }
     out.n_flags = static_cast<uint8_t>(1 + n);
   }
@@ -103,9 +114,9 @@ int DigestTable::find_in(const Bucket& b, uint16_t tag, const uint64_t* want, Re
     }
     int found = -1;
     for (unsigned w = 0; w < kWays && found < 0; ++w) {
-      if (relaxed_load(b.tags[w]) != tag) continue;
+      if (shared_load(b.tags[w]) != tag) continue;
       bool same = true;
-      for (unsigned i = 0; i < 8 && same; ++i) same = relaxed_load(b.records[w].digest[i]) == want[i];
+      for (unsigned i = 0; i < 8 && same; ++i) same = shared_load(b.records[w].digest[i]) == want[i];
       if (same && read_record(b, w, out)) found = static_cast<int>(w);
     }
     if (seq_read_valid(b.version, v)) return found;
@@ -139,7 +150,7 @@ bool DigestTable::find(uint64_t hash, const uint8_t* digest, RecordView& out,
 }
 
 bool DigestTable::slot_live(uint32_t slot) const {
-  return slot < slot_count() && relaxed_load(buckets_[slot / kWays].tags[slot % kWays]) != 0;
+  return slot < slot_count() && shared_load(buckets_[slot / kWays].tags[slot % kWays]) != 0;
 }
 
 bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
@@ -152,7 +163,7 @@ bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
       cpu_relax();
       continue;
     }
-    const bool live = relaxed_load(b.tags[way]) != 0 && read_record(b, way, out);
+    const bool live = shared_load(b.tags[way]) != 0 && read_record(b, way, out);
     if (seq_read_valid(b.version, v)) return live;
   }
 }
@@ -229,18 +240,18 @@ void DigestTable::apply_flag(Record& r, uint32_t flag, int32_t value, bool weak)
       ++extra_exhausted_;  // keep the primary flag only; counted, never corrupt
       n = 1;
     } else {
-      relaxed_store(r.extra, extra_free_.back() + 1);
+      shared_store(r.extra, extra_free_.back() + 1);
       extra_free_.pop_back();
       e = &extra_[r.extra - 1];
     }
   }
-  relaxed_store(r.flag, all[0].flag);
-  relaxed_store(r.value, all[0].value);
+  shared_store(r.flag, all[0].flag);
+  shared_store(r.value, all[0].value);
   if (e != nullptr) {
-    relaxed_store(e->count, n - 1);
+    shared_store(e->count, n - 1);
     for (unsigned k = 1; k < n; ++k) {
-      relaxed_store(e->flag[k - 1], all[k].flag);
-      relaxed_store(e->value[k - 1], all[k].value);
+      shared_store(e->flag[k - 1], all[k].flag);
+      shared_store(e->value[k - 1], all[k].value);
     }
   }
 }
@@ -256,7 +267,7 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
     const uint32_t v = seq_write_begin(b.version);
     Record& r = b.records[way];
     apply_flag(r, flag, value, weak);
-    relaxed_store(r.last_write, now);
+    shared_store(r.last_write, now);
     seq_write_end(b.version, v);
     slot = static_cast<uint32_t>(bi * kWays + way);
     return WriteStatus::updated;
@@ -291,15 +302,15 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   for (unsigned i = 0; i < 8; ++i) {
     uint64_t w;
     std::memcpy(&w, digest + 8 * i, 8);
-    relaxed_store(r.digest[i], w);
+    shared_store(r.digest[i], w);
   }
-  relaxed_store(r.flag, flag);
-  relaxed_store(r.value, value);
-  relaxed_store(r.extra, 0u);
-  relaxed_store(r.first_write, now);
-  relaxed_store(r.last_write, now);
-  relaxed_store(r.dead_stamp, 0u);
-  relaxed_store(b.tags[way], tag_of(hash));
+  shared_store(r.flag, flag);
+  shared_store(r.value, value);
+  shared_store(r.extra, 0u);
+  shared_store(r.first_write, now);
+  shared_store(r.last_write, now);
+  shared_store(r.dead_stamp, 0u);
+  shared_store(b.tags[way], tag_of(hash));
   seq_write_end(b.version, v);
   slot = static_cast<uint32_t>(bi * kWays + way);
   return WriteStatus::created;
@@ -333,10 +344,10 @@ void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
   Record& r = b.records[way];
   if (r.extra != 0) {
     extra_free_.push_back(r.extra - 1);
-    relaxed_store(r.extra, 0u);
+    shared_store(r.extra, 0u);
   }
-  relaxed_store(b.tags[way], uint16_t{0});
-  relaxed_store(r.dead_stamp, dead_stamp == 0 ? 1u : dead_stamp);
+  shared_store(b.tags[way], uint16_t{0});
+  shared_store(r.dead_stamp, dead_stamp == 0 ? 1u : dead_stamp);
   seq_write_end(b.version, v);
 }
 

@@ -42,6 +42,9 @@ class DigestTable {
   DigestTable(const DigestTable&) = delete;
   DigestTable& operator=(const DigestTable&) = delete;
 
+  // Bytes the constructor allocates for these arguments.
+  static size_t bytes_for(size_t records, size_t extra_blocks);
+
   uint32_t slot_count() const { return static_cast<uint32_t>((bucket_count_ + stash_count_) * kWays); }
   size_t memory_bytes() const;
 
@@ -52,7 +55,7 @@ class DigestTable {
   // Reads the record in `slot`; false when the slot holds no record.
   bool read_slot(uint32_t slot, RecordView& out) const;
   void prefetch_slot(uint32_t slot) const;
-  // Whether a record occupies `slot` (a single relaxed load; used by the
+  // Whether a record occupies `slot` (a single atomic load; used by the
   // index sweep, where a stale answer is corrected on the next pass).
   bool slot_live(uint32_t slot) const;
 
@@ -74,7 +77,7 @@ class DigestTable {
 
  private:
   struct Record {                          // 88 bytes, all fields owner-written
-    uint64_t digest[8];                    // read with relaxed loads by readers
+    uint64_t digest[8];                    // read with acquire loads by readers
     int32_t value;                         // primary flag's value
     uint32_t flag;                         // primary flag
     uint32_t last_write;

@@ -13,22 +13,55 @@ constexpr double kDigestLoad = 0.90;  // 8-way buckets stay short-chained at 90 
 constexpr double kIndexLoad = 0.85;   // 10-way buckets at 85 %
 }  // namespace
 
-FuzzyStore::FuzzyStore(const StoreOptions& options)
-    : options_(options), shard_bits_(options.shard_bits), slot_bits_(32 - options.shard_bits) {
-  if (shard_bits_ < 1 || shard_bits_ > 12) throw std::invalid_argument("shard_bits out of range");
-  const double per_shard = std::max<double>(1.0, double(options_.max_hashes) / shard_count());
+namespace {
+
+struct ShardSizing {
+  size_t records;
+  size_t extra_blocks;
+  size_t index_entries;
+};
+
+ShardSizing shard_sizing(uint64_t max_hashes, unsigned shard_bits) {
+  const double per_shard = std::max<double>(1.0, double(max_hashes) / double(1u << shard_bits));
   // Room for the shard that draws more than its share: about four standard
   // deviations of a uniform spread.
   const double skew = 1.0 + 4.0 / std::sqrt(per_shard) + 0.01;
-  const size_t records = size_t(std::ceil(per_shard * skew / kDigestLoad)) + DigestTable::kWays;
-  if (records >= (size_t(1) << slot_bits_) - 1) throw std::invalid_argument("max_hashes too large");
-  const size_t extra = std::max<size_t>(64, records / 8);
-  const size_t index_entries =
+  ShardSizing s;
+  s.records = size_t(std::ceil(per_shard * skew / kDigestLoad)) + DigestTable::kWays;
+  s.extra_blocks = std::max<size_t>(64, s.records / 8);
+  s.index_entries =
       size_t(std::ceil(per_shard * fuzzy::kShingleCount * skew / kIndexLoad)) + ShingleIndex::kWays;
+  return s;
+}
+
+}  // namespace
+
+FuzzyStore::FuzzyStore(const StoreOptions& options)
+    : options_(options), shard_bits_(options.shard_bits), slot_bits_(32 - options.shard_bits) {
+  if (shard_bits_ < 1 || shard_bits_ > 12) throw std::invalid_argument("shard_bits out of range");
+  const ShardSizing sz = shard_sizing(options_.max_hashes, shard_bits_);
+  if (sz.records * 17 / 16 >= (size_t(1) << slot_bits_) - 1) {
+    throw std::invalid_argument("max_hashes too large");
+  }
   shards_.reserve(shard_count());
   for (unsigned s = 0; s < shard_count(); ++s) {
-    shards_.push_back(std::make_unique<Shard>(records, extra, index_entries));
+    shards_.push_back(std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries));
   }
+}
+
+size_t FuzzyStore::table_bytes_for(uint64_t max_hashes, unsigned shard_bits) {
+  const ShardSizing sz = shard_sizing(max_hashes, shard_bits);
+  return (DigestTable::bytes_for(sz.records, sz.extra_blocks) + ShingleIndex::bytes_for(sz.index_entries))
+         << shard_bits;
+}
+
+uint64_t FuzzyStore::hashes_for_memory(uint64_t bytes, unsigned shard_bits) {
+  uint64_t lo = 0, hi = bytes / 64 + 1;  // no hash costs less than 64 bytes
+  while (lo + 1 < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (table_bytes_for(mid, shard_bits) <= bytes ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 size_t FuzzyStore::memory_bytes() const {

@@ -56,6 +56,11 @@ class FuzzyStore {
 
   explicit FuzzyStore(const StoreOptions& options);
 
+  // Table bytes a store for `max_hashes` allocates, and the largest
+  // max_hashes whose tables fit in `bytes` (for the `max_memory` option).
+  static size_t table_bytes_for(uint64_t max_hashes, unsigned shard_bits = 6);
+  static uint64_t hashes_for_memory(uint64_t bytes, unsigned shard_bits = 6);
+
   unsigned shard_count() const { return 1u << shard_bits_; }
   uint64_t capacity() const { return options_.max_hashes; }
   uint32_t expire_seconds() const { return options_.expire_seconds; }

@@ -1,5 +1,5 @@
 // Shingle index operations (see shingle_index.h). A torn read is harmless:
-// the reader copies tags and references with relaxed loads and keeps the
+// the reader copies tags and references with acquire loads and keeps the
 // result only if the bucket version did not move. The overflow flags are set
 // before the entry they announce appears, so a reader that finds a key
 // missing from its first bucket and sees no flag can trust the miss.
@@ -12,9 +12,19 @@
 
 namespace shingled {
 
+namespace {
+size_t main_buckets(size_t entries, unsigned ways) { return std::max<size_t>(2, (entries + ways - 1) / ways); }
+size_t stash_buckets(size_t main, unsigned probe) { return std::max<size_t>(probe, main / 16); }
+}  // namespace
+
+size_t ShingleIndex::bytes_for(size_t entries) {
+  const size_t main = main_buckets(entries, kWays);
+  return (main + stash_buckets(main, kStashProbe)) * sizeof(Bucket);
+}
+
 ShingleIndex::ShingleIndex(size_t entries) {
-  bucket_count_ = std::max<size_t>(2, (entries + kWays - 1) / kWays);
-  stash_count_ = std::max<size_t>(kStashProbe, bucket_count_ / 16);
+  bucket_count_ = main_buckets(entries, kWays);
+  stash_count_ = stash_buckets(bucket_count_, kStashProbe);
   buckets_ = static_cast<Bucket*>(
       allocate_table_memory((bucket_count_ + stash_count_) * sizeof(Bucket)));
   if (buckets_ == nullptr) throw std::bad_alloc();
@@ -59,16 +69,16 @@ uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& versio
     }
     uint32_t found = 0;
     // Lanes 0-3, 4-7 and 8-9 packed into one 12-bit mask of candidates.
-    const uint64_t m0 = matching_lanes(relaxed_load(words[0]), tag);
-    const uint64_t m1 = matching_lanes(relaxed_load(words[1]), tag);
-    const uint64_t m2 = matching_lanes(relaxed_load(*tail), tag) & 0x80008000ull;
+    const uint64_t m0 = matching_lanes(shared_load(words[0]), tag);
+    const uint64_t m1 = matching_lanes(shared_load(words[1]), tag);
+    const uint64_t m2 = matching_lanes(shared_load(*tail), tag) & 0x80008000ull;
     for (uint64_t m = (m0 | m1 | m2) ? (lane_bits(m0) | lane_bits(m1) << 4 |
                                         lane_bits(m2) << 8)
                                      : 0;
          m != 0; m &= m - 1) {
       const unsigned w = unsigned(__builtin_ctzll(m));
-      if (relaxed_load(b.tags[w]) == tag) {
-        found = relaxed_load(b.refs[w]);
+      if (shared_load(b.tags[w]) == tag) {
+        found = shared_load(b.refs[w]);
         if (found != 0) break;
       }
     }
@@ -107,7 +117,7 @@ bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
   for (unsigned w = 0; w < kWays; ++w) {
     if (b.refs[w] != 0 && b.tags[w] == tag) {
       const uint32_t v = seq_write_begin(b.version);
-      relaxed_store(b.refs[w], ref);
+      shared_store(b.refs[w], ref);
       seq_write_end(b.version, v);
       return true;
     }
@@ -119,8 +129,8 @@ bool ShingleIndex::put(Bucket& b, uint16_t tag, uint32_t ref) {
   for (unsigned w = 0; w < kWays; ++w) {
     if (b.refs[w] == 0) {
       const uint32_t v = seq_write_begin(b.version);
-      relaxed_store(b.tags[w], tag);
-      relaxed_store(b.refs[w], ref);
+      shared_store(b.tags[w], tag);
+      shared_store(b.refs[w], ref);
       seq_write_end(b.version, v);
       return true;
     }
@@ -166,8 +176,8 @@ bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
 
 void ShingleIndex::clear_entry(Bucket& b, unsigned way) {
   const uint32_t v = seq_write_begin(b.version);
-  relaxed_store(b.refs[way], 0u);
-  relaxed_store(b.tags[way], uint16_t{0});
+  shared_store(b.refs[way], 0u);
+  shared_store(b.tags[way], uint16_t{0});
   seq_write_end(b.version, v);
 }
 

@@ -36,6 +36,8 @@ class ShingleIndex {
 
   size_t memory_bytes() const;
   size_t bucket_count() const { return bucket_count_; }
+  // Bytes the constructor allocates for `entries`.
+  static size_t bytes_for(size_t entries);
 
   // --- any thread ---------------------------------------------------------
   // The record reference stored for the key, or 0.

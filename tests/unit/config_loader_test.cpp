@@ -259,6 +259,9 @@ TEST(ConfigErrors, bad_values_report_the_value_line_and_reason) {
   expect_error("expire = [1d];", 1, "takes a single value, not an array");
   expect_error("\nmax_hashes = 0;", 2, "at least 1");
   expect_error("max_hashes = lots;", 1, "'lots' is not an unsigned integer");
+  expect_error("max_memory = 100;", 1, "max_memory: must be at least 1mb");
+  expect_error("max_hashes = 1M;\nmax_memory = 4gb;", 2,
+               "max_memory and max_hashes (line 1) both set the capacity: keep one");
   expect_error("workers = many;", 1, "or \"auto\"");
   expect_error("workers = 100000;", 1, "maximum of 4096");
   expect_error("pin_workers = maybe;", 1, "'maybe' is not a boolean");

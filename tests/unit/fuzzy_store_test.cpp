@@ -201,3 +201,21 @@ TEST(FuzzyStore, many_digests_all_found_exactly_and_by_shingles) {
 
 }  // namespace
 }  // namespace shingled
+
+namespace shingled {
+namespace {
+
+TEST(FuzzyStoreSizing, memory_budget_gives_the_largest_capacity_that_fits) {
+  const uint64_t budget = 64ull << 20;
+  const uint64_t n = FuzzyStore::hashes_for_memory(budget);
+  ASSERT_GT(n, 100'000u) << "64 MiB should hold well over 100k hashes";
+  EXPECT_LE(FuzzyStore::table_bytes_for(n), budget);
+  EXPECT_GT(FuzzyStore::table_bytes_for(n + 1000), budget);
+  StoreOptions o;
+  o.max_hashes = n;
+  FuzzyStore s(o);
+  EXPECT_EQ(s.memory_bytes(), FuzzyStore::table_bytes_for(n)) << "sizing must match the allocation";
+}
+
+}  // namespace
+}  // namespace shingled
