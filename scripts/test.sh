@@ -96,7 +96,7 @@ section "concurrency tests under ThreadSanitizer"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false; then
   run_gtest "tsan: concurrency_test" build-tsan/tests/concurrency_test
-  run_gtest "tsan: spsc ring" build-tsan/tests/engine_test --gtest_filter='SpscRing.*'
+  run_gtest "tsan: engine_test (rings, two workers over UDP)" build-tsan/tests/engine_test
 else
   record "tsan build" 0 1
 fi
