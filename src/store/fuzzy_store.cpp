@@ -46,6 +46,7 @@ FuzzyStore::FuzzyStore(const StoreOptions& options)
   shards_.reserve(shard_count());
   for (unsigned s = 0; s < shard_count(); ++s) {
     shards_.push_back(std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries));
+    indexes_.push_back(&shards_.back()->index);
   }
 }
 
@@ -150,14 +151,14 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     v.req = i;
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
       v.keys[k] = shingle_hash(k, reqs[i]->shingles[k]);
-      shards_[shard_of(v.keys[k])]->index.prefetch_first(v.keys[k]);
+      indexes_[shard_of(v.keys[k])]->prefetch_first(v.keys[k]);
     }
   }
   // Stage 3: probe first buckets; prefetch second buckets where flagged.
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      const ShingleIndex& idx = shards_[shard_of(v.keys[k])]->index;
+      const ShingleIndex& idx = *indexes_[shard_of(v.keys[k])];
       v.refs[k] = idx.probe_first(v.keys[k], v.flags[k]);
       if (v.refs[k] == 0 && v.flags[k] != 0) idx.prefetch_rest(v.keys[k], v.flags[k]);
       else v.flags[k] = 0;
@@ -167,7 +168,7 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      if (v.flags[k] != 0) v.refs[k] = shards_[shard_of(v.keys[k])]->index.probe_rest(v.keys[k], v.flags[k]);
+      if (v.flags[k] != 0) v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k]);
     }
     unsigned count;
     v.winner = majority(v.refs, count);

@@ -134,6 +134,7 @@ class FuzzyStore {
   unsigned shard_bits_;
   unsigned slot_bits_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<const ShingleIndex*> indexes_;  // shards_[s]->index, one load closer
   std::atomic<uint64_t> stored_{0};
   std::atomic<uint64_t> index_full_{0};
 };

@@ -38,64 +38,6 @@ size_t ShingleIndex::memory_bytes() const {
   return (bucket_count_ + stash_count_) * sizeof(Bucket);
 }
 
-namespace {
-
-// Bit 15 of each 16-bit lane of `word` whose value equals `tag`, plus
-// possibly lanes above a real match (borrow); callers confirm each lane.
-inline uint64_t matching_lanes(uint64_t word, uint16_t tag) {
-  constexpr uint64_t kOnes = 0x0001000100010001ull;
-  constexpr uint64_t kHigh = 0x8000800080008000ull;
-  const uint64_t x = word ^ (kOnes * tag);
-  return (x - kOnes) & ~x & kHigh;
-}
-
-// Gathers bit 15 of each 16-bit lane into bits 0..3.
-inline uint64_t lane_bits(uint64_t lanes) {
-  return ((lanes >> 15) & 1) | ((lanes >> 30) & 2) | ((lanes >> 45) & 4) | ((lanes >> 60) & 8);
-}
-
-}  // namespace
-
-// Compares the ten tags as three words (SWAR) instead of ten loads; only a
-// lane whose tag matches has its reference read.
-uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const {
-  const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
-  const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
-  for (;;) {
-    const uint32_t v = seq_read_begin(b.version);
-    if (v & kSeqWriting) {
-      __builtin_ia32_pause();
-      continue;
-    }
-    uint32_t found = 0;
-    // Lanes 0-3, 4-7 and 8-9 packed into one 12-bit mask of candidates.
-    const uint64_t m0 = matching_lanes(shared_load(words[0]), tag);
-    const uint64_t m1 = matching_lanes(shared_load(words[1]), tag);
-    const uint64_t m2 = matching_lanes(shared_load(*tail), tag) & 0x80008000ull;
-    for (uint64_t m = (m0 | m1 | m2) ? (lane_bits(m0) | lane_bits(m1) << 4 |
-                                        lane_bits(m2) << 8)
-                                     : 0;
-         m != 0; m &= m - 1) {
-      const unsigned w = unsigned(__builtin_ctzll(m));
-      if (shared_load(b.tags[w]) == tag) {
-        found = shared_load(b.refs[w]);
-        if (found != 0) break;
-      }
-    }
-    if (seq_read_valid(b.version, v)) {
-      version = v;
-      return found;
-    }
-  }
-}
-
-uint32_t ShingleIndex::probe_first(uint64_t hash, uint32_t& flags) const {
-  uint32_t v;
-  const uint32_t ref = lookup_in(buckets_[home(hash)], tag_of(hash), v);
-  flags = v & (kSeqFlagA | kSeqFlagB);
-  return ref;
-}
-
 uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags) const {
   const uint16_t tag = tag_of(hash);
   uint32_t v;

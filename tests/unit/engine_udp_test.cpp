@@ -128,6 +128,51 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
   engine.stop();
 }
 
+// Several bind_socket addresses, IPv4 and IPv6: each answers from the
+// address the request came to, and they share one store.
+TEST(EngineListeners, ipv4_and_ipv6_addresses_serve_the_same_store) {
+  const uint16_t port = free_udp_port();
+  Config config;
+  std::string err;
+  ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
+  ASSERT_TRUE(parse_listen_address("[::1]:" + std::to_string(port), config.bind_sockets, err)) << err;
+  Network lo4, lo6;
+  parse_network("127.0.0.1", lo4, err);
+  parse_network("::1", lo6, err);
+  config.allow_update = {lo4, lo6};
+  config.workers = 2;
+  config.pin_workers = false;
+  StoreOptions so;
+  so.max_hashes = 1000;
+  FuzzyStore store(so);
+  Engine engine(config, store);
+  ASSERT_TRUE(engine.start(err)) << err;
+
+  // Write over IPv6, check over IPv4.
+  const int fd6 = socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 server6{};
+  server6.sin6_family = AF_INET6;
+  server6.sin6_port = htons(port);
+  server6.sin6_addr = in6addr_loopback;
+  uint8_t buf[512];
+  const size_t n = fuzzy::encode_request(make_request(77, fuzzy::kWrite, 2, 3), nullptr, 0, buf);
+  ASSERT_EQ(sendto(fd6, buf, n, 0, reinterpret_cast<sockaddr*>(&server6), sizeof server6), ssize_t(n));
+  pollfd p{fd6, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1) << "no reply over IPv6";
+  sockaddr_in6 from{};
+  socklen_t from_len = sizeof from;
+  ASSERT_EQ(recvfrom(fd6, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &from_len), 96);
+  EXPECT_EQ(load_le_f32(buf + 12), 1.0f);
+  EXPECT_EQ(ntohs(from.sin6_port), port) << "reply must come from the listening port";
+  close(fd6);
+
+  Client client(port);
+  auto answers = client.exchange({make_request(77)});
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(load_le32(answers.begin()->second.data() + 4), 2u) << "flag written over IPv6";
+  engine.stop();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EngineOverUdp,
                          ::testing::Values(IoBackendKind::uring, IoBackendKind::recvmmsg),
                          [](const auto& info) {

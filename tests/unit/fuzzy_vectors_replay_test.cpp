@@ -106,6 +106,19 @@ TEST(CapturedSession, replies_match_rspamd_byte_for_byte) {
   expect_same_reply(h, "p09-check-short-text-hit.txt");
 }
 
+// rspamd does not suppress retransmitted datagrams: a WRITE that arrives
+// twice (same tag, same bytes) adds its value twice (spec 1).
+TEST(CapturedSession, retransmitted_write_counts_twice_as_in_rspamd) {
+  Harness h;
+  const test::VectorFile write = read_vector_file("p02-write.txt");
+  ASSERT_EQ(h.exchange(write.block("request")).size(), 96u);
+  ASSERT_EQ(h.exchange(write.block("request")).size(), 96u);
+  const std::vector<uint8_t> hit = h.exchange(read_vector_file("p03-check-hit-exact.txt").block("request"));
+  ASSERT_EQ(hit.size(), 96u);
+  EXPECT_EQ(load_le32(hit.data()), 20u) << "two WRITEs of value 10";
+  EXPECT_EQ(h.store.stored_hashes(), 1u);
+}
+
 TEST(CapturedSession, version_3_requests_get_the_16_byte_reply_rspamd_sent) {
   Harness h;
   const test::VectorFile f = read_vector_file("x01-version3-replies.txt");
