@@ -52,14 +52,14 @@ void append(std::string& out, const char* fmt, ...) {
 
 std::string render_stats_json(const Engine& engine, double uptime) {
   const std::vector<Row> rows = collect(engine);
-  Engine& e = const_cast<Engine&>(engine);
+  const FuzzyStore& store = engine.store();
   std::string out = "{";
   append(out, "\"version\":\"%s\",\"uptime_seconds\":%.0f,\"io\":\"%s\",\"workers\":%u,", SHINGLED_VERSION,
          uptime, engine.io_name(), engine.worker_count());
   append(out, "\"shards\":%u,\"stored_hashes\":%llu,\"capacity\":%llu,\"memory_bytes\":%llu,",
-         e.store().shard_count(), static_cast<unsigned long long>(e.store().stored_hashes()),
-         static_cast<unsigned long long>(e.store().capacity()),
-         static_cast<unsigned long long>(e.store().memory_bytes()));
+         store.shard_count(), static_cast<unsigned long long>(store.stored_hashes()),
+         static_cast<unsigned long long>(store.capacity()),
+         static_cast<unsigned long long>(store.memory_bytes()));
   out += "\"totals\":{";
   for (size_t i = 0; i < rows.size(); ++i) {
     append(out, "%s\"%s\":%llu", i ? "," : "", rows[i].name,
@@ -80,14 +80,14 @@ std::string render_stats_json(const Engine& engine, double uptime) {
 
 std::string render_stats_table(const Engine& engine, double uptime) {
   const std::vector<Row> rows = collect(engine);
-  Engine& e = const_cast<Engine&>(engine);
+  const FuzzyStore& store = engine.store();
   std::string out;
   append(out, "shingled %s  up %.0f s  io %s  workers %u  shards %u\n", SHINGLED_VERSION, uptime,
-         engine.io_name(), engine.worker_count(), e.store().shard_count());
+         engine.io_name(), engine.worker_count(), store.shard_count());
   append(out, "stored hashes %llu of %llu  (table memory %.1f MiB)\n\n",
-         static_cast<unsigned long long>(e.store().stored_hashes()),
-         static_cast<unsigned long long>(e.store().capacity()),
-         double(e.store().memory_bytes()) / (1024 * 1024));
+         static_cast<unsigned long long>(store.stored_hashes()),
+         static_cast<unsigned long long>(store.capacity()),
+         double(store.memory_bytes()) / (1024 * 1024));
   append(out, "%-30s %14s", "counter", "total");
   for (unsigned w = 0; w < engine.worker_count(); ++w) append(out, " %12s%u", "core", w);
   out += "\n";

@@ -33,6 +33,7 @@ class Engine {
   const Worker& worker(unsigned i) const { return *workers_[i]; }
   const char* io_name() const { return io_name_.c_str(); }
   FuzzyStore& store() { return store_; }
+  const FuzzyStore& store() const { return store_; }
   FuzzyService& service() { return service_; }
   const Config& config() const { return config_; }
 
