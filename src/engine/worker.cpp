@@ -50,8 +50,12 @@ void Worker::join() {
 }
 
 void Worker::wake_if_sleeping() {
-  // Paired with the seq_cst store of sleeping_ in run(): either we see the
-  // sleeper's flag, or the sleeper sees our message before it waits.
+  // Paired with the store of sleeping_ in run(), which the sleeper makes
+  // before it looks at its inboxes one last time. The producer's ring commit
+  // is a release store, which x86 may still hold in its store buffer while
+  // this load runs, so a wake-up can be missed; it then costs at most the
+  // sleeper's bounded idle wait (kIdleWaitUs), never a lost message. A full
+  // fence per message would close the window at a price paid on every push.
   if (sleeping_.load(std::memory_order_seq_cst)) {
     const uint64_t one = 1;
     ssize_t ignored = write(wake_fd_, &one, sizeof one);
