@@ -25,6 +25,19 @@ class IndexSink {
   virtual void add(unsigned shard, uint64_t key_hash, uint32_t ref) = 0;
 };
 
+// The sink for one core that owns every shard (tests, tools, fuzzing):
+// inserts at once.
+class DirectIndexSink final : public IndexSink {
+ public:
+  explicit DirectIndexSink(FuzzyStore& store) : store_(store) {}
+  void add(unsigned shard, uint64_t key_hash, uint32_t ref) override {
+    store_.index_insert(shard, key_hash, ref);
+  }
+
+ private:
+  FuzzyStore& store_;
+};
+
 class FuzzyService {
  public:
   FuzzyService(FuzzyStore& store, const Config& config);

@@ -15,14 +15,6 @@ namespace {
 
 using namespace shingled;
 
-class LocalIndex : public IndexSink {
- public:
-  explicit LocalIndex(FuzzyStore& s) : store_(s) {}
-  void add(unsigned shard, uint64_t key, uint32_t ref) override { store_.index_insert(shard, key, ref); }
-
- private:
-  FuzzyStore& store_;
-};
 
 struct World {
   World() : store(options()), service(store, config()), index(store) {
@@ -44,7 +36,7 @@ struct World {
   }
   FuzzyStore store;
   FuzzyService service;
-  LocalIndex index;
+  DirectIndexSink index;
   WorkerStats stats;
   sockaddr_in peer{};
 };

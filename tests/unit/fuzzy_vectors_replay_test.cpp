@@ -20,14 +20,6 @@ namespace {
 using test::read_vector_file;
 using test::to_hex;
 
-class LocalIndex : public IndexSink {
- public:
-  explicit LocalIndex(FuzzyStore& s) : store_(s) {}
-  void add(unsigned shard, uint64_t key, uint32_t ref) override { store_.index_insert(shard, key, ref); }
-
- private:
-  FuzzyStore& store_;
-};
 
 struct Harness {
   Harness() : store(options()), service(store, config()), index(store) {
@@ -69,7 +61,7 @@ struct Harness {
 
   FuzzyStore store;
   FuzzyService service;
-  LocalIndex index;
+  DirectIndexSink index;
   WorkerStats stats;
   sockaddr_in peer{};
   uint32_t now = 1'795'364'295;
