@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "wire/keypair_text.h"
+
 namespace {
 
 const char kUsage[] =
@@ -18,6 +20,10 @@ const char kUsage[] =
     "  stats     live counters of the running daemon, summed and per core\n"
     "            (--json: one JSON object, for scripts)\n"
     "  ping      check that the daemon answers on its control socket\n"
+    "  keypair   print a new server keypair in the form `rspamadm keypair -u`\n"
+    "            prints: paste it into shingled.conf and give rspamd its pubkey\n"
+    "            as the fuzzy_check rule's encryption_key (needs no daemon)\n"
+
     "\n"
     "Options:\n"
     "  -s, --socket PATH  control socket (default: data/shingled.sock, the daemon's default)\n"
@@ -86,6 +92,10 @@ int main(int argc, char** argv) {
       fprintf(stderr, "shinglectl: unknown argument '%s'\n\n%s", a.c_str(), kUsage);
       return 2;
     }
+  }
+  if (command == "keypair") {
+    fputs(shingled::render_keypair(shingled::generate_keypair()).c_str(), stdout);
+    return 0;
   }
   if (command == "stats") return ask(socket_path, json ? "stats json" : "stats table");
   if (command == "ping") return ask(socket_path, "ping");

@@ -30,6 +30,19 @@ struct Network {
 
 enum class IoBackendKind { uring, recvmmsg };
 
+// Most keypairs one server holds (per-key counters are fixed arrays).
+inline constexpr size_t kMaxKeypairs = 16;
+
+// A `keypair { pubkey = ...; privkey = ...; }` block as written; the daemon
+// decodes and checks the keys (wire/keypair_text.h) and reports problems at
+// `line`.
+struct KeypairText {
+  std::string pubkey;
+  std::string privkey;
+  std::string encoding = "base32";  // or "hex"
+  int line = 0;
+};
+
 struct Config {
   std::string source;  // file the config came from, "" for built-in defaults
 
@@ -40,6 +53,11 @@ struct Config {
   std::string hashfile;                          // reserved for persistence
   uint64_t max_hashes = 1'000'000;               // capacity of the digest table
   uint64_t max_memory = 0;                       // or: capacity from a RAM budget (bytes)
+
+  // Encryption (rspamd's option names). The first keypair is the default.
+  std::vector<KeypairText> keypairs;
+  bool encrypted_only = false;       // plain requests get a 403 reply
+  uint64_t keypair_cache_size = 512; // shared keys cached per worker core
 
   // Engine.
   unsigned workers = 0;           // 0 = one per online core

@@ -23,14 +23,14 @@ namespace {
 // Options shingled implements, by canonical name.
 const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
-    "workers", "pin_workers", "io", "control_socket",
+    "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
 // implement yet: refused by name rather than silently ignored.
 const char* const kUnsupportedOptions[] = {
-    "keypair", "encrypted_only", "sync", "backend", "servers", "read_servers",
-    "write_servers", "count", "type", "keypair_cache_size", "allow_update_keys",
+    "sync", "backend", "servers", "read_servers",
+    "write_servers", "count", "type", "allow_update_keys",
     "read_only", "blocked", "delay", "skip_hashes", "weak_ids", "dynamic_keys_map",
     "forbidden_ids", "master_timeout", "slave_key", "masters", "master_key",
     "master_flags", "mirror", "slave", "sync_keypair", "updates_maxfail",
@@ -184,6 +184,7 @@ class Loader {
     }
     if (name == "bind_socket") return apply_bind_socket(m);
     if (name == "allow_update") return apply_allow_update(m);
+    if (key == "keypair") return apply_keypair(m);
     if (is_unsupported(key)) {
       std::string hint;
       if (key == "count") hint = " (use 'workers' for the number of worker threads)";
@@ -250,6 +251,13 @@ class Loader {
         return fail(m.line, "io: '" + v + "' is not a packet I/O backend: use \"uring\" or "
                                           "\"recvmmsg\"");
       }
+    } else if (name == "encrypted_only") {
+      if (!ucl_to_bool(v, cfg_.encrypted_only, err)) return fail(m.line, key + ": " + err);
+    } else if (name == "keypair_cache_size") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n < 1 || n > (1u << 20)) return fail(m.line, "keypair_cache_size: must be 1..1048576");
+      cfg_.keypair_cache_size = n;
     } else if (name == "control_socket") {
       if (v.empty()) return fail(m.line, "control_socket: the path is empty");
       if (v.size() > kMaxUnixPath) {
@@ -317,6 +325,56 @@ class Loader {
 
   // Repeatable; each string may hold several entries separated by ',' or
   // spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
+  // keypair { privkey = "..."; pubkey = "..."; encoding; type; algorithm; id }
+  // as `rspamadm keypair -u` prints it; repeatable. The keys themselves are
+  // decoded and checked by the daemon, which reports errors at this line.
+  bool apply_keypair(const UclNode& m) {
+    if (!m.is_object()) {
+      return fail(m.line, "keypair must be a block: keypair { pubkey = \"...\"; privkey = \"...\"; }");
+    }
+    if (cfg_.keypairs.size() >= kMaxKeypairs) {
+      return fail(m.key_line, "more than " + std::to_string(kMaxKeypairs) + " keypairs");
+    }
+    KeypairText kp;
+    kp.line = m.key_line;
+    std::map<std::string, int> fields;
+    for (const UclNode& f : m.children) {
+      if (!f.is_scalar()) return fail(f.line, "keypair: '" + f.key + "' takes a single string");
+      if (!fields.emplace(f.key, f.key_line).second) {
+        return fail(f.key_line, "keypair: '" + f.key + "' is set twice, at lines " +
+                                    std::to_string(fields[f.key]) + " and " +
+                                    std::to_string(f.key_line));
+      }
+      if (f.key == "pubkey") {
+        kp.pubkey = f.text;
+      } else if (f.key == "privkey") {
+        kp.privkey = f.text;
+      } else if (f.key == "encoding") {
+        if (f.text != "base32" && f.text != "hex") {
+          return fail(f.line, "keypair: encoding '" + f.text + "' is not \"base32\" or \"hex\"");
+        }
+        kp.encoding = f.text;
+      } else if (f.key == "type") {
+        if (f.text != "kex") {
+          return fail(f.line, "keypair: type '" + f.text +
+                                  "' cannot encrypt: the fuzzy protocol needs a \"kex\" keypair");
+        }
+      } else if (f.key == "algorithm") {
+        if (f.text != "curve25519") {
+          return fail(f.line, "keypair: algorithm '" + f.text +
+                                  "' is not supported (rspamd's fuzzy storage refuses it too): "
+                                  "use curve25519");
+        }
+      } else if (f.key != "id" && f.key != "name") {
+        return fail(f.key_line, "keypair: unknown field '" + f.key + "'");
+      }
+    }
+    if (kp.pubkey.empty()) return fail(m.key_line, "keypair: no pubkey");
+    if (kp.privkey.empty()) return fail(m.key_line, "keypair: no privkey");
+    cfg_.keypairs.push_back(std::move(kp));
+    return true;
+  }
+
   bool apply_allow_update(const UclNode& m) {
     std::vector<const UclNode*> items;
     if (!scalar_items(m, items)) return false;

@@ -18,6 +18,8 @@
 #include "daemon/control_server.h"
 #include "engine/engine.h"
 #include "store/fuzzy_store.h"
+#include "wire/base32.h"
+#include "wire/keypair_text.h"
 
 namespace shingled {
 namespace {
@@ -90,7 +92,23 @@ int parse_args(int argc, char** argv, Options& o) {
   return -1;
 }
 
-void print_summary(const Config& c) {
+// Decodes and checks every `keypair` block; an error names the block's line.
+bool decode_keypairs(const Config& c, std::vector<Keypair>& out, ConfigError& error) {
+  for (const KeypairText& text : c.keypairs) {
+    Keypair kp;
+    std::string reason;
+    if (!decode_keypair(text.pubkey, text.privkey, text.encoding, kp, reason)) {
+      error.file = c.source.empty() ? "(built-in defaults)" : c.source;
+      error.line = text.line;
+      error.reason = "keypair: " + reason;
+      return false;
+    }
+    out.push_back(kp);
+  }
+  return true;
+}
+
+void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
   printf("config %s: OK\n", c.source.empty() ? "(built-in defaults)" : c.source.c_str());
   for (const ListenAddress& a : c.bind_sockets) printf("  bind_socket    %s\n", a.text.c_str());
   printf("  expire         %llu s\n", static_cast<unsigned long long>(c.expire_seconds));
@@ -106,6 +124,10 @@ void print_summary(const Config& c) {
   }
   printf("  workers        %u%s\n", c.workers, c.workers == 0 ? " (one per core)" : "");
   printf("  io             %s\n", c.io == IoBackendKind::uring ? "uring" : "recvmmsg");
+  for (size_t i = 0; i < keypairs.size(); ++i) {
+    printf("  keypair        %s%s\n", keypair_id(keypairs[i]).c_str(), i == 0 ? " (default)" : "");
+  }
+  printf("  encrypted_only %s\n", c.encrypted_only ? "yes" : "no");
   printf("  control_socket %s\n", c.control_socket.c_str());
 }
 
@@ -136,8 +158,22 @@ int run(int argc, char** argv) {
       return 1;
     }
   }
+  std::vector<Keypair> keypairs;
+  {
+    ConfigError error;
+    if (!decode_keypairs(config, keypairs, error)) {
+      fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
+      return 1;
+    }
+  }
+  if (config.encrypted_only && keypairs.empty()) {
+    fprintf(stderr, "shingled: %s: encrypted_only is set but no keypair is configured: "
+                    "nothing could be answered\n",
+            config.source.empty() ? "(built-in defaults)" : config.source.c_str());
+    return 1;
+  }
   if (opt.check_only) {
-    print_summary(config);
+    print_summary(config, keypairs);
     return 0;
   }
 
@@ -175,7 +211,7 @@ int run(int argc, char** argv) {
   }
 
   const double started = monotonic_seconds();
-  Engine engine(config, *store);
+  Engine engine(config, *store, keypairs);
   ControlServer control(engine, started);
   ensure_parent_dir(config.control_socket);
   std::string error;
@@ -189,6 +225,10 @@ int run(int argc, char** argv) {
   }
   for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
   LOG_INFO("control socket %s", config.control_socket.c_str());
+  for (size_t i = 0; i < keypairs.size(); ++i) {
+    LOG_INFO("keypair %zu%s: pubkey %s", i, i == 0 ? " (default)" : "",
+             base32_encode(keypairs[i].public_key, sizeof keypairs[i].public_key).c_str());
+  }
 
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};

@@ -8,10 +8,32 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "wire/base32.h"
 
 namespace shingled {
 
 namespace {
+
+struct KeyRow {
+  std::string pubkey;
+  uint64_t requests = 0, hits = 0, decrypt_failures = 0;
+};
+
+std::vector<KeyRow> collect_keys(const Engine& engine) {
+  std::vector<KeyRow> keys;
+  for (const Keypair& kp : engine.service().keypairs()) {
+    keys.push_back(KeyRow{base32_encode(kp.public_key, sizeof kp.public_key)});
+  }
+  for (unsigned w = 0; w < engine.worker_count(); ++w) {
+    const WorkerStats& s = engine.worker(w).stats();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      keys[k].requests += s.key_requests[k].get();
+      keys[k].hits += s.key_hits[k].get();
+      keys[k].decrypt_failures += s.key_decrypt_failures[k].get();
+    }
+  }
+  return keys;
+}
 
 struct Row {
   const char* name;
@@ -74,6 +96,16 @@ std::string render_stats_json(const Engine& engine, double uptime) {
     }
     out += "}";
   }
+  out += "],\"keys\":[";
+  const std::vector<KeyRow> keys = collect_keys(engine);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    append(out, "%s{\"pubkey\":\"%s\",\"default\":%s,\"requests\":%llu,\"hits\":%llu,"
+                "\"decrypt_failures\":%llu}",
+           k ? "," : "", keys[k].pubkey.c_str(), k == 0 ? "true" : "false",
+           static_cast<unsigned long long>(keys[k].requests),
+           static_cast<unsigned long long>(keys[k].hits),
+           static_cast<unsigned long long>(keys[k].decrypt_failures));
+  }
   out += "]}\n";
   return out;
 }
@@ -95,6 +127,19 @@ std::string render_stats_table(const Engine& engine, double uptime) {
     append(out, "%-30s %14llu", r.name, static_cast<unsigned long long>(r.total));
     for (uint64_t v : r.per_worker) append(out, " %13llu", static_cast<unsigned long long>(v));
     out += "\n";
+  }
+  const std::vector<KeyRow> keys = collect_keys(engine);
+  if (!keys.empty()) {
+    append(out, "\n%-54s %12s %12s %16s\n", "keypair (pubkey)", "requests", "hits",
+           "decrypt_failures");
+    for (size_t k = 0; k < keys.size(); ++k) {
+      append(out, "%-54s %12llu %12llu %16llu\n",
+             (keys[k].pubkey + (k == 0 ? " *" : "")).c_str(),
+             static_cast<unsigned long long>(keys[k].requests),
+             static_cast<unsigned long long>(keys[k].hits),
+             static_cast<unsigned long long>(keys[k].decrypt_failures));
+    }
+    out += "(* default keypair)\n";
   }
   return out;
 }

@@ -6,8 +6,8 @@
 
 namespace shingled {
 
-Engine::Engine(const Config& config, FuzzyStore& store)
-    : config_(config), store_(store), service_(store, config) {
+Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs)
+    : config_(config), store_(store), service_(store, config, std::move(keypairs)) {
   const std::vector<int> cpus = allowed_cpus();
   worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
   if (worker_count_ > store_.shard_count()) worker_count_ = store_.shard_count();

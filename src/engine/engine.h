@@ -21,7 +21,8 @@ class Engine {
  public:
   static constexpr size_t kRingCapacity = 1024;  // messages per (sender, receiver) pair
 
-  Engine(const Config& config, FuzzyStore& store);
+  // `keypairs`: the decoded server keypairs, the first being the default.
+  Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {});
   ~Engine();
 
   // Creates the I/O backend of every worker (falling back from io_uring to
@@ -35,6 +36,7 @@ class Engine {
   FuzzyStore& store() { return store_; }
   const FuzzyStore& store() const { return store_; }
   FuzzyService& service() { return service_; }
+  const FuzzyService& service() const { return service_; }
   const Config& config() const { return config_; }
 
   unsigned owner_of_shard(unsigned shard) const { return shard % worker_count_; }

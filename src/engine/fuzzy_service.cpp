@@ -1,8 +1,11 @@
 // Fuzzy request semantics. Answers follow rspamd 3.4 where a 3.4 client can
 // tell the difference (reply sizes, 403 refusals, ts = 0 on exact hits) and
 // current rspamd elsewhere (version handshake, multi-flag v2 replies, PING
-// echo, STAT count split over value and flag).
+// echo, STAT count split over value and flag). Encrypted requests (spec 10)
+// are opened here and their replies sealed here; nothing downstream knows.
 #include "engine/fuzzy_service.h"
+
+#include <sodium.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,11 +14,23 @@
 
 namespace shingled {
 
-FuzzyService::FuzzyService(FuzzyStore& store, const Config& config)
-    : store_(store), allow_update_(config.allow_update) {}
+FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, std::vector<Keypair> keypairs)
+    : store_(store),
+      allow_update_(config.allow_update),
+      keypairs_(std::move(keypairs)),
+      encrypted_only_(config.encrypted_only) {
+  if (sodium_init() < 0) __builtin_trap();  // libsodium cannot work at all
+}
 
-size_t FuzzyService::encode(const fuzzy::Request& req, const fuzzy::Reply& r, uint8_t* out) const {
-  return fuzzy::encode_reply(r, req.epoch, out);
+size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
+                            WorkerContext& ctx, uint8_t* out) const {
+  if (!seal.encrypted) return fuzzy::encode_reply(r, req.epoch, out);
+  // nonce | MAC | sealed body, with a fresh nonce for every reply (spec 10.3).
+  uint8_t* body = out + crypto::kReplyHeaderSize;
+  const size_t n = fuzzy::encode_reply(r, req.epoch, body);
+  ctx.nonces.next(out);
+  crypto::seal_in_place(seal.nm, out, body, n, out + crypto::kNonceSize);
+  return crypto::kReplyHeaderSize + n;
 }
 
 fuzzy::Reply FuzzyService::acknowledgement(const fuzzy::Request& req) const {
@@ -27,16 +42,67 @@ fuzzy::Reply FuzzyService::acknowledgement(const fuzzy::Request& req) const {
   return r;
 }
 
-FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
-                                               const sockaddr* peer, WorkerStats& stats,
-                                               fuzzy::Request& req, uint8_t* reply,
-                                               size_t& reply_len) {
-  reply_len = 0;
-  // Encrypted requests (spec 7 step 3): with no keypair configured rspamd
-  // drops them; so do we.
-  if (len >= fuzzy::kEncryptedHeaderSize + fuzzy::kHeaderSize && std::memcmp(data, "rsfe", 4) == 0) {
+bool FuzzyService::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal,
+                        uint8_t* plain, size_t& plain_len) const {
+  WorkerStats& stats = ctx.stats;
+  if (keypairs_.empty()) {  // rspamd drops these too (spec 7 step 3)
     stats.encrypted_without_key.add();
-    return Disposition::drop;
+    return false;
+  }
+  crypto::EncryptedRequestHeader h;
+  if (!crypto::parse_encrypted_request(data, len, h)) {
+    stats.decrypt_failures.add();
+    return false;
+  }
+  // The key id picks the keypair; an unknown id falls back to the default
+  // (the first configured), as rspamd falls back to its default (spec 11.4).
+  unsigned k = 0;
+  for (unsigned i = 0; i < keypairs_.size(); ++i) {
+    if (std::memcmp(h.key_id, keypairs_[i].key_id(), crypto::kKeyIdSize) == 0) {
+      k = i;
+      break;
+    }
+  }
+  stats.encrypted_requests.add();
+  stats.key_requests[k].add();
+  bool missed = false;
+  const uint8_t* nm = ctx.keys.get(h.client_pk, k, keypairs_[k], missed);
+  if (missed) stats.key_cache_misses.add();
+  plain_len = h.body_len;
+  if (nm == nullptr || plain_len > fuzzy::kMaxRead) {
+    stats.decrypt_failures.add();
+    stats.key_decrypt_failures[k].add();
+    return false;
+  }
+  std::memcpy(plain, h.body, plain_len);
+  if (!crypto::open_in_place(nm, h.nonce, h.mac, plain, plain_len)) {
+    std::memset(plain, 0, plain_len);  // nothing of a failed request goes further
+    stats.decrypt_failures.add();
+    stats.key_decrypt_failures[k].add();
+    return false;
+  }
+  seal.encrypted = true;
+  seal.keypair = static_cast<uint8_t>(k);
+  std::memcpy(seal.nm, nm, crypto::kKeySize);
+  return true;
+}
+
+FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
+                                               const sockaddr* peer, WorkerContext& ctx,
+                                               fuzzy::Request& req, ReplySeal& seal,
+                                               uint8_t* reply, size_t& reply_len) {
+  WorkerStats& stats = ctx.stats;
+  reply_len = 0;
+  seal.encrypted = false;
+  // rspamd reads (and so decrypts) at most the first 1024 bytes (spec 1).
+  if (len > fuzzy::kMaxRead) len = fuzzy::kMaxRead;
+  uint8_t plain[fuzzy::kMaxRead];
+  if (len >= crypto::kRequestHeaderSize + fuzzy::kHeaderSize &&
+      std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
+    size_t plain_len = 0;
+    if (!open(data, len, ctx, seal, plain, plain_len)) return Disposition::drop;
+    data = plain;
+    len = plain_len;
   }
   const fuzzy::DecodeStatus status = fuzzy::decode_request(data, len, req);
   if (status != fuzzy::DecodeStatus::ok) {
@@ -44,10 +110,22 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     return Disposition::drop;
   }
 
+  // A plain request to an encrypted_only storage: 403, in plain (spec 7.9).
+  if (encrypted_only_ && !seal.encrypted) {
+    stats.encrypted_only_refused.add();
+    fuzzy::Reply r;
+    r.tag = req.tag;
+    r.flag = req.flag;
+    r.value = fuzzy::kResultForbidden;
+    std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
+    reply_len = encode(req, seal, r, ctx, reply);
+    return Disposition::reply;
+  }
+
   switch (req.cmd) {
     case fuzzy::kCheck:
       stats.check.add();
-      return Disposition::reply;  // the caller looks it up (answer_check)
+      return Disposition::check;
     case fuzzy::kStat: {
       // Count split as current rspamd reads it (value:flag), prob >= 1 so a
       // 3.4 client, which reads `flag` and needs prob > 0.5, agrees (spec 15.7).
@@ -59,14 +137,14 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
       r.flag = static_cast<uint32_t>(count);
       r.prob = std::max(1.0f, static_cast<float>(count));
       std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-      reply_len = encode(req, r, reply);
+      reply_len = encode(req, seal, r, ctx, reply);
       return Disposition::reply;
     }
     case fuzzy::kPing: {
       stats.ping.add();
       fuzzy::Reply r = acknowledgement(req);
       r.value = req.value;  // the client's timestamp, echoed
-      reply_len = encode(req, r, reply);
+      reply_len = encode(req, seal, r, ctx, reply);
       return Disposition::reply;
     }
     default:
@@ -81,26 +159,29 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     r.flag = req.flag;
     r.value = fuzzy::kResultForbidden;
     std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    reply_len = encode(req, r, reply);
+    reply_len = encode(req, seal, r, ctx, reply);
     return Disposition::reply;
   }
   if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) return Disposition::update;
 
   // Codes rspamd 3.4 sends down the update path and acknowledges (spec 5).
   stats.other_command.add();
-  reply_len = encode(req, acknowledgement(req), reply);
+  reply_len = encode(req, seal, acknowledgement(req), ctx, reply);
   return Disposition::reply;
 }
 
-size_t FuzzyService::answer_check(const fuzzy::Request& req, const CheckResult& result,
-                                  WorkerStats& stats, uint8_t* reply) const {
+size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& seal,
+                                  const CheckResult& result, WorkerContext& ctx,
+                                  uint8_t* reply) const {
+  WorkerStats& stats = ctx.stats;
   fuzzy::Reply r;
   r.tag = req.tag;
   if (result.kind == CheckResult::miss) {
     stats.misses.add();
     std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    return encode(req, r, reply);
+    return encode(req, seal, r, ctx, reply);
   }
+  if (seal.encrypted) stats.key_hits[seal.keypair].add();
   const RecordView& rec = result.record;
   r.value = rec.flags[0].value;
   r.flag = rec.flags[0].flag;
@@ -119,17 +200,18 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const CheckResult& 
   // The "matched digest" bit exists only from rspamd 4.1.3; 3.4-epoch
   // replies keep their reserved bytes zero, as 3.4 sends them.
   r.matched_digest = req.epoch == fuzzy::Epoch::v12;
-  return encode(req, r, reply);
+  return encode(req, seal, r, ctx, reply);
 }
 
-size_t FuzzyService::apply_update(const fuzzy::Request& req, uint32_t now, WorkerStats& stats,
-                                  IndexSink& sink, uint8_t* reply) {
+size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& seal, uint32_t now,
+                                  WorkerContext& ctx, IndexSink& sink, uint8_t* reply) {
+  WorkerStats& stats = ctx.stats;
   const uint64_t hash = store_.digest_hash(req.digest);
   const unsigned shard = store_.shard_of(hash);
   if (req.cmd == fuzzy::kDel) {
     stats.del.add();
     store_.remove(shard, hash, req.digest);
-    return encode(req, acknowledgement(req), reply);
+    return encode(req, seal, acknowledgement(req), ctx, reply);
   }
 
   stats.write.add();
@@ -141,7 +223,7 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, uint32_t now, Worke
     r.flag = req.flag;
     r.value = fuzzy::kResultInternal;
     std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    return encode(req, r, reply);
+    return encode(req, seal, r, ctx, reply);
   }
   if (req.has_shingles) {
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
@@ -149,7 +231,7 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, uint32_t now, Worke
       sink.add(store_.shard_of(key), key, w.ref);
     }
   }
-  return encode(req, acknowledgement(req), reply);
+  return encode(req, seal, acknowledgement(req), ctx, reply);
 }
 
 }  // namespace shingled

@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "common/config.h"
+#include "engine/shared_key_cache.h"
 #include "engine/stats.h"
 #include "store/fuzzy_store.h"
+#include "wire/cryptobox.h"
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
+#include "wire/keypair_text.h"
+#include "wire/nonce_source.h"
 
 namespace shingled {
 
@@ -38,26 +42,51 @@ class DirectIndexSink final : public IndexSink {
   FuzzyStore& store_;
 };
 
+// What one worker core brings to request handling: its counters, its cache
+// of shared keys and its nonce source. Never shared between threads.
+struct WorkerContext {
+  explicit WorkerContext(size_t key_cache_size) : keys(key_cache_size) {}
+  WorkerStats stats;
+  SharedKeyCache keys;
+  crypto::NonceSource nonces;
+};
+
+// How the reply to one request must be sent: plain, or sealed with the
+// shared key of the keypair the request was encrypted to.
+struct ReplySeal {
+  bool encrypted = false;
+  uint8_t keypair = 0;
+  uint8_t nm[crypto::kKeySize];
+};
+
 class FuzzyService {
  public:
-  FuzzyService(FuzzyStore& store, const Config& config);
+  // `keypairs` are decoded and checked; the first is the default.
+  FuzzyService(FuzzyStore& store, const Config& config, std::vector<Keypair> keypairs = {});
 
   FuzzyStore& store() { return store_; }
+  const FuzzyStore& store() const { return store_; }
+  const std::vector<Keypair>& keypairs() const { return keypairs_; }
 
-  enum class Disposition { drop, reply, update };
+  // drop: no reply. reply: the reply is written. check: a CHECK to look up
+  // (answer_check). update: a WRITE/DEL for the digest's owner (apply_update).
+  enum class Disposition { drop, reply, check, update };
 
-  // Decodes `data` into `req`. For CHECK, STAT, PING, refusals and other
-  // codes, writes the reply to `reply` (kMaxReply bytes) and returns reply;
-  // for an allowed WRITE or DEL returns update (the caller runs
-  // apply_update() on the owner of `shard_of_update()`); returns drop for
-  // anything malformed, counting why.
-  Disposition accept(const uint8_t* data, size_t len, const sockaddr* peer, WorkerStats& stats,
-                     fuzzy::Request& req, uint8_t* reply, size_t& reply_len);
+  // Decrypts (when the datagram starts with "rsfe") and decodes `data` into
+  // `req`, and says in `seal` how to answer. For STAT, PING, refusals and
+  // other codes, writes the reply to `reply` (kMaxReply bytes) and returns
+  // reply; for a CHECK returns check; for an allowed WRITE or DEL returns
+  // update (the caller runs apply_update() on the owner of
+  // `shard_of_update()`); returns drop for anything malformed or
+  // undecryptable, counting why. The plaintext of a request that fails its
+  // MAC never leaves this function.
+  Disposition accept(const uint8_t* data, size_t len, const sockaddr* peer, WorkerContext& ctx,
+                     fuzzy::Request& req, ReplySeal& seal, uint8_t* reply, size_t& reply_len);
 
-  // CHECK only, after accept() returned reply for it: the answer given the
+  // After accept() returned check: the answer given the
   // lookup result. Separate so a burst of CHECKs can be looked up together.
-  size_t answer_check(const fuzzy::Request& req, const CheckResult& result, WorkerStats& stats,
-                      uint8_t* reply) const;
+  size_t answer_check(const fuzzy::Request& req, const ReplySeal& seal, const CheckResult& result,
+                      WorkerContext& ctx, uint8_t* reply) const;
 
   unsigned shard_of_update(const fuzzy::Request& req) const {
     return store_.shard_of(store_.digest_hash(req.digest));
@@ -65,17 +94,22 @@ class FuzzyService {
 
   // Owner of the digest's shard only: applies WRITE or DEL and writes the
   // acknowledgement (or the "store full" error) to `reply`.
-  size_t apply_update(const fuzzy::Request& req, uint32_t now, WorkerStats& stats, IndexSink& sink,
-                      uint8_t* reply);
-
-  static bool is_check(const fuzzy::Request& req) { return req.cmd == fuzzy::kCheck; }
+  size_t apply_update(const fuzzy::Request& req, const ReplySeal& seal, uint32_t now,
+                      WorkerContext& ctx, IndexSink& sink, uint8_t* reply);
 
  private:
-  size_t encode(const fuzzy::Request& req, const fuzzy::Reply& r, uint8_t* out) const;
+  // Encodes `r` for the request's epoch, sealed when `seal` says so.
+  size_t encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
+                WorkerContext& ctx, uint8_t* out) const;
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
+  // Opens an encrypted datagram into `plain`; false (counted) when it cannot.
+  bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
+            size_t& plain_len) const;
 
   FuzzyStore& store_;
   std::vector<Network> allow_update_;
+  std::vector<Keypair> keypairs_;
+  bool encrypted_only_;
 };
 
 }  // namespace shingled

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "engine/fuzzy_service.h"
 #include "store/fuzzy_store.h"
 #include "wire/fuzzy_request.h"
 
@@ -22,6 +23,7 @@ struct InboxMessage {
   uint16_t listener;  // fuzzy_update: which bind_socket the request came in on
   socklen_t peer_len;
   sockaddr_in6 peer;  // large enough for AF_INET and AF_INET6
+  ReplySeal seal;     // fuzzy_update: how to answer (plain, or sealed with this key)
   struct IndexItems {
     uint32_t count;
     IndexInsert items[kIndexBatch];
@@ -31,7 +33,7 @@ struct InboxMessage {
     IndexItems index;
   };
 
-  InboxMessage() : kind(fuzzy_update), listener(0), peer_len(0), peer{}, index{} {}
+  InboxMessage() : kind(fuzzy_update), listener(0), peer_len(0), peer{}, seal{}, index{} {}
 };
 
 }  // namespace shingled

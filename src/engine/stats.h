@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/config.h"
 #include "wire/fuzzy_request.h"
 
 namespace shingled {
@@ -42,6 +43,10 @@ class Counter {
   X(malformed_truncated_shingles, "dropped: shingle count set but no shingle block")        \
   X(malformed_bad_extension, "dropped: unknown or truncated extension record")              \
   X(encrypted_without_key, "dropped: encrypted request and no keypair configured")          \
+  X(encrypted_requests, "encrypted requests (all keys)")                                    \
+  X(decrypt_failures, "dropped: bad MAC, bad client key or truncated encrypted header")    \
+  X(key_cache_misses, "shared keys computed (X25519) for a client not in the cache")       \
+  X(encrypted_only_refused, "plain requests refused with 403: encrypted_only")              \
   X(dropped, "replies or updates dropped: TX queue or inbox overflow")                      \
   X(forwarded_updates, "WRITE/DEL handed to the owner core of the digest")                  \
   X(index_messages, "shingle index batches sent to other owner cores")                      \
@@ -58,6 +63,11 @@ struct alignas(64) WorkerStats {
 #define SHINGLED_DECLARE_COUNTER(name, help) Counter name;
   SHINGLED_WORKER_COUNTERS(SHINGLED_DECLARE_COUNTER)
 #undef SHINGLED_DECLARE_COUNTER
+
+  // Per server keypair, in configuration order.
+  Counter key_requests[kMaxKeypairs];         // encrypted requests that chose this key
+  Counter key_hits[kMaxKeypairs];             // CHECK hits answered under this key
+  Counter key_decrypt_failures[kMaxKeypairs]; // requests to this key that failed to open
 
   // Counts a dropped datagram under its reason.
   void count_malformed(fuzzy::DecodeStatus s) {

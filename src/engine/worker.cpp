@@ -19,7 +19,11 @@ constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it nev
 }  // namespace
 
 Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io)
-    : engine_(engine), index_(index), io_(std::move(io)), service_(engine.service()) {
+    : engine_(engine),
+      index_(index),
+      io_(std::move(io)),
+      service_(engine.service()),
+      ctx_(engine.config().keypair_cache_size) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   io_->set_wake_fd(wake_fd_);
   const unsigned n = engine_.worker_count();
@@ -99,6 +103,7 @@ void Worker::run(int cpu) {
 
 void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
   fuzzy::Request reqs[kBurst];
+  ReplySeal seals[kBurst];
   const fuzzy::Request* checks[kBurst];
   unsigned check_packet[kBurst];
   unsigned n_checks = 0;
@@ -107,24 +112,25 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
   for (unsigned i = 0; i < n; ++i) {
     const RxPacket& p = rx[i];
     size_t reply_len = 0;
-    switch (service_.accept(p.data, p.len, p.peer, stats_, reqs[i], reply, reply_len)) {
+    switch (service_.accept(p.data, p.len, p.peer, ctx_, reqs[i], seals[i], reply, reply_len)) {
       case FuzzyService::Disposition::drop:
         break;
       case FuzzyService::Disposition::reply:
-        if (FuzzyService::is_check(reqs[i])) {
-          checks[n_checks] = &reqs[i];
-          check_packet[n_checks++] = i;
-        } else if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(reply_len))) {
+        if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(reply_len))) {
           stats_.dropped.add();
         }
+        break;
+      case FuzzyService::Disposition::check:
+        checks[n_checks] = &reqs[i];
+        check_packet[n_checks++] = i;
         break;
       case FuzzyService::Disposition::update: {
         const unsigned owner = engine_.owner_of_shard(service_.shard_of_update(reqs[i]));
         if (owner != index_) {
-          forward_update(owner, reqs[i], p);
+          forward_update(owner, reqs[i], seals[i], p);
           break;
         }
-        const size_t len = service_.apply_update(reqs[i], now, stats_, *this, reply);
+        const size_t len = service_.apply_update(reqs[i], seals[i], now, ctx_, *this, reply);
         if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
         break;
       }
@@ -136,7 +142,8 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
   service_.store().check_batch(checks, n_checks, now, results);
   for (unsigned c = 0; c < n_checks; ++c) {
     const RxPacket& p = rx[check_packet[c]];
-    const size_t len = service_.answer_check(*checks[c], results[c], stats_, reply);
+    const size_t len =
+        service_.answer_check(*checks[c], seals[check_packet[c]], results[c], ctx_, reply);
     if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
   }
 }
@@ -161,13 +168,15 @@ bool Worker::enqueue(unsigned dest, const InboxMessage& m) {
   return true;
 }
 
-void Worker::forward_update(unsigned owner, const fuzzy::Request& req, const RxPacket& pkt) {
+void Worker::forward_update(unsigned owner, const fuzzy::Request& req, const ReplySeal& seal,
+                            const RxPacket& pkt) {
   InboxMessage m;
   m.kind = InboxMessage::fuzzy_update;
   m.listener = pkt.listener;
   m.peer_len = std::min<socklen_t>(pkt.peer_len, sizeof m.peer);
   std::memcpy(&m.peer, pkt.peer, m.peer_len);
   m.request = req;
+  m.seal = seal;
   if (!enqueue(owner, m)) {
     stats_.dropped.add();  // the client retransmits after its timeout
     return;
@@ -258,7 +267,7 @@ void Worker::execute(const InboxMessage& m, uint32_t now) {
     return;
   }
   uint8_t reply[kMaxReply];
-  const size_t len = service_.apply_update(m.request, now, stats_, *this, reply);
+  const size_t len = service_.apply_update(m.request, m.seal, now, ctx_, *this, reply);
   if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
                        uint32_t(len))) {
     stats_.dropped.add();

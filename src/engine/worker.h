@@ -29,7 +29,7 @@ class Worker final : private IndexSink {
   ~Worker() override;
 
   unsigned index() const { return index_; }
-  const WorkerStats& stats() const { return stats_; }
+  const WorkerStats& stats() const { return ctx_.stats; }
   PacketIo& io() { return *io_; }
 
   void start(int cpu);  // cpu < 0: not pinned
@@ -47,7 +47,8 @@ class Worker final : private IndexSink {
   void process_burst(const RxPacket* rx, unsigned n, uint32_t now);
   bool drain_inboxes(uint32_t now);
   void execute(const InboxMessage& m, uint32_t now);
-  void forward_update(unsigned owner, const fuzzy::Request& req, const RxPacket& pkt);
+  void forward_update(unsigned owner, const fuzzy::Request& req, const ReplySeal& seal,
+                      const RxPacket& pkt);
   void add(unsigned shard, uint64_t key_hash, uint32_t ref) override;  // IndexSink
   void flush_index_batches();
   void send_index_batch(unsigned dest);
@@ -61,7 +62,8 @@ class Worker final : private IndexSink {
   const unsigned index_;
   std::unique_ptr<PacketIo> io_;
   FuzzyService& service_;
-  WorkerStats stats_;
+  WorkerContext ctx_;  // counters, shared-key cache, nonce source
+  WorkerStats& stats_ = ctx_.stats;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};

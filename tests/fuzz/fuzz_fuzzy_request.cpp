@@ -37,7 +37,7 @@ struct World {
   FuzzyStore store;
   FuzzyService service;
   DirectIndexSink index;
-  WorkerStats stats;
+  WorkerContext ctx{64};
   sockaddr_in peer{};
 };
 
@@ -46,19 +46,21 @@ struct World {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World w;
   fuzzy::Request req;
+  ReplySeal seal;
   uint8_t reply[kMaxReply + 64];
   std::memset(reply + kMaxReply, 0xcd, 64);
   size_t len = 0;
-  switch (w.service.accept(data, size, reinterpret_cast<sockaddr*>(&w.peer), w.stats, req, reply, len)) {
+  switch (w.service.accept(data, size, reinterpret_cast<sockaddr*>(&w.peer), w.ctx, req, seal,
+                           reply, len)) {
     case FuzzyService::Disposition::drop:
       break;
     case FuzzyService::Disposition::update:
-      len = w.service.apply_update(req, 1'800'000'000, w.stats, w.index, reply);
+      len = w.service.apply_update(req, seal, 1'800'000'000, w.ctx, w.index, reply);
       break;
     case FuzzyService::Disposition::reply:
-      if (FuzzyService::is_check(req)) {
-        len = w.service.answer_check(req, w.store.check(req, 1'800'000'000), w.stats, reply);
-      }
+      break;
+    case FuzzyService::Disposition::check:
+      len = w.service.answer_check(req, seal, w.store.check(req, 1'800'000'000), w.ctx, reply);
       break;
   }
   if (len > kMaxReply || reply[kMaxReply] != 0xcd) __builtin_trap();

@@ -224,8 +224,7 @@ TEST(ConfigWorkerBlock, second_worker_block_names_the_first) {
 
 TEST(ConfigWorkerBlock, options_inside_the_block_are_checked_like_top_level_ones) {
   expect_error("worker \"fuzzy\" {\n  bogus = 1;\n}\n", 2, "unknown option 'bogus'");
-  expect_error("worker \"fuzzy\" {\n  keypair {\n  }\n}\n", 2,
-               "option 'keypair' is not supported yet");
+  expect_error("worker \"fuzzy\" {\n  keypair {\n  }\n}\n", 2, "keypair: no pubkey");
   expect_error("expire = 1d\nworker \"fuzzy\" {\n  expire = 2d\n}\n", 3,
                "set twice, at lines 1 and 3");
   expect_error("worker fuzzy {\n  worker { type = fuzzy }\n}", 2, "cannot be nested");
@@ -237,13 +236,47 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"keypair", "encrypted_only", "sync", "backend", "keypair_cache_size",
-                             "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
+  for (const char* option : {"sync", "backend", "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
                              "ratelimit_rate", "weak_ids", "dynamic_keys_map", "forbidden_ids",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
     expect_error(text, 2, "option '" + std::string(option) + "' is not supported yet");
   }
+}
+
+TEST(ConfigKeypairs, rspamadm_output_is_accepted_as_it_is_and_the_first_is_the_default) {
+  Config cfg;
+  ConfigError err;
+  ASSERT_TRUE(load_config_text(
+      "keypair {\n"
+      "    privkey = \"ez3idpzupqcpm9ioubgz3gifu6hoe3kfkrwxk8ff3jwrb6b9p8ty\";\n"
+      "    pubkey = \"iua8hnti1drapuwcyd7txn8kbsngb5tsxg94yciuye1w4nt55ogy\";\n"
+      "    encoding = \"base32\";\n"
+      "    type = \"kex\";\n"
+      "    algorithm = \"curve25519\";\n"
+      "    id = \"6m91mnirpi4q\";\n"
+      "}\n"
+      "keypair { pubkey = \"aa\"; privkey = \"bb\"; encoding = \"hex\"; }\n"
+      "encrypted_only = true;\nkeypair_cache_size = 4096;\n",
+      "t.conf", cfg, err))
+      << err.to_string();
+  ASSERT_EQ(cfg.keypairs.size(), 2u);
+  EXPECT_EQ(cfg.keypairs[0].pubkey, "iua8hnti1drapuwcyd7txn8kbsngb5tsxg94yciuye1w4nt55ogy");
+  EXPECT_EQ(cfg.keypairs[0].line, 1);
+  EXPECT_EQ(cfg.keypairs[1].encoding, "hex");
+  EXPECT_EQ(cfg.keypairs[1].line, 9);
+  EXPECT_TRUE(cfg.encrypted_only);
+  EXPECT_EQ(cfg.keypair_cache_size, 4096u);
+}
+
+TEST(ConfigKeypairs, wrong_type_algorithm_or_fields_are_refused_with_their_line) {
+  expect_error("keypair {\n pubkey = a;\n privkey = b;\n type = sign;\n}", 4, "needs a \"kex\" keypair");
+  expect_error("keypair {\n pubkey = a;\n privkey = b;\n algorithm = nistp256;\n}", 4,
+               "use curve25519");
+  expect_error("keypair {\n pubkey = a;\n privkey = b;\n colour = red;\n}", 4,
+               "unknown field 'colour'");
+  expect_error("keypair {\n pubkey = a;\n}", 1, "keypair: no privkey");
+  expect_error("keypair = \"abc\";", 1, "keypair must be a block");
 }
 
 TEST(ConfigErrors, duplicated_scalar_option_names_both_lines) {

@@ -43,17 +43,20 @@ struct Harness {
   // What shingled sends back for `wire`, or "" when it drops it.
   std::vector<uint8_t> exchange(const std::vector<uint8_t>& wire) {
     fuzzy::Request req;
+    ReplySeal seal;
     uint8_t reply[kMaxReply];
     size_t len = 0;
-    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), stats, req,
-                           reply, len)) {
+    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), ctx, req,
+                           seal, reply, len)) {
       case FuzzyService::Disposition::drop:
         return {};
       case FuzzyService::Disposition::update:
-        len = service.apply_update(req, now, stats, index, reply);
+        len = service.apply_update(req, seal, now, ctx, index, reply);
         break;
       case FuzzyService::Disposition::reply:
-        if (FuzzyService::is_check(req)) len = service.answer_check(req, store.check(req, now), stats, reply);
+        break;
+      case FuzzyService::Disposition::check:
+        len = service.answer_check(req, seal, store.check(req, now), ctx, reply);
         break;
     }
     return {reply, reply + len};
@@ -62,7 +65,7 @@ struct Harness {
   FuzzyStore store;
   FuzzyService service;
   DirectIndexSink index;
-  WorkerStats stats;
+  WorkerContext ctx{64};
   sockaddr_in peer{};
   uint32_t now = 1'795'364'295;
 };
@@ -127,8 +130,8 @@ TEST(CapturedSession, malformed_requests_get_no_reply_and_are_counted) {
   for (const char* id : {"E2", "E6", "E7", "E12", "E14", "E16", "E19", "E27"}) {
     EXPECT_TRUE(h.exchange(f.case_block(id, "request on the wire")).empty()) << id;
   }
-  EXPECT_EQ(h.stats.malformed.get(), 5u);
-  EXPECT_EQ(h.stats.encrypted_without_key.get(), 3u);
+  EXPECT_EQ(h.ctx.stats.malformed.get(), 5u);
+  EXPECT_EQ(h.ctx.stats.encrypted_without_key.get(), 3u);
 }
 
 TEST(CapturedSession, write_from_outside_allow_update_gets_403_with_flag_echoed) {
@@ -141,7 +144,7 @@ TEST(CapturedSession, write_from_outside_allow_update_gets_403_with_flag_echoed)
   EXPECT_EQ(load_le32(got.data() + 4), 1u) << "flag echoed";
   EXPECT_EQ(load_le_f32(got.data() + 12), 0.0f);
   EXPECT_EQ(h.store.stored_hashes(), 0u) << "a refused write must store nothing";
-  EXPECT_EQ(h.stats.forbidden.get(), 1u);
+  EXPECT_EQ(h.ctx.stats.forbidden.get(), 1u);
 }
 
 TEST(CapturedSession, unknown_codes_are_acknowledged_as_rspamd_did) {
@@ -165,7 +168,7 @@ TEST(CapturedSession, ping_echoes_the_client_value_as_current_rspamd) {
   EXPECT_EQ(load_le32(got.data()), load_le32(request.data() + 4)) << "value must be echoed";
   std::memcpy(got.data(), want.data(), 4);
   EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size()));
-  EXPECT_EQ(h.stats.ping.get(), 1u);
+  EXPECT_EQ(h.ctx.stats.ping.get(), 1u);
 }
 
 }  // namespace

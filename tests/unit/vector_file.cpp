@@ -46,7 +46,9 @@ VectorFile read_vector_file(const std::string& name) {
   while (std::getline(in, line)) {
     if (line.rfind("#", 0) == 0) {
       std::string text = line.size() > 2 ? line.substr(2) : "";
-      const bool is_block_title = text.rfind("request", 0) == 0 || text.rfind("reply", 0) == 0;
+      // "plaintext ..." titles the cleartext of encrypted captures (c01, x files).
+      const bool is_block_title = text.rfind("request", 0) == 0 || text.rfind("reply", 0) == 0 ||
+                                  text.rfind("plaintext", 0) == 0;
       if (text.rfind("case ", 0) == 0) case_name = text.substr(5, text.find(':') - 5);
       if (is_block_title) {
         f.blocks.push_back({case_name, text, {}});
@@ -100,6 +102,20 @@ std::string VectorFile::field(const std::string& line_prefix, const std::string&
     }
   }
   ADD_FAILURE() << path << ": no '" << key << "=' in a comment starting '" << line_prefix << "'";
+  return "";
+}
+
+std::string VectorFile::value_after_equals(const std::string& line_prefix) const {
+  for (const std::string& c : comments) {
+    const size_t start = c.find_first_not_of(' ');
+    if (start == std::string::npos) continue;
+    if (c.compare(start, line_prefix.size(), line_prefix) != 0) continue;
+    const size_t eq = c.rfind(" = ");
+    if (eq == std::string::npos) break;
+    const size_t v = eq + 3;
+    return c.substr(v, c.find(' ', v) - v);
+  }
+  ADD_FAILURE() << path << ": no comment line '" << line_prefix << "... = <value>'";
   return "";
 }
 

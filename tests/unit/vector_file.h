@@ -13,7 +13,7 @@ struct VectorFile {
   std::string path;
   struct Block {
     std::string case_name;  // "E12" from a preceding "# case E12: ..." line, or ""
-    std::string title;      // the title line without "# "
+    std::string title;      // "request ...", "reply ..." or "plaintext ..." without "# "
     std::vector<uint8_t> bytes;
   };
   std::vector<Block> blocks;  // in file order
@@ -26,6 +26,9 @@ struct VectorFile {
   // Value of `key=` in the `nth` (0-based) comment line starting with
   // `line_prefix` and containing that key.
   std::string field(const std::string& line_prefix, const std::string& key, int nth = 0) const;
+  // The token after the last " = " of the first comment line starting (after
+  // blanks) with `line_prefix`, e.g. "shared key nm" or "client secret key".
+  std::string value_after_equals(const std::string& line_prefix) const;
 };
 
 std::string vectors_dir();  // $SHINGLED_VECTORS, else ../shared/spec/vectors
