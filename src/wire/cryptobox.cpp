@@ -22,23 +22,41 @@ namespace {
 // plain (and then drops them as malformed).
 constexpr size_t kMinEncryptedRequest = kRequestHeaderSize + 76;
 
-// Block 0 of the XChaCha20 keystream; its first 32 bytes are the Poly1305 key
-// for this nonce. The message itself is XORed from block 1 on (spec 10.2).
-struct PolyKey {
-  uint8_t block0[64];
-  PolyKey(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize]) {
-    crypto_stream_xchacha20(block0, sizeof block0, nonce, nm);
-  }
-  ~PolyKey() { sodium_memzero(block0, sizeof block0); }
-  const uint8_t* key() const { return block0; }
-};
+// XChaCha20 is ChaCha20 (64-bit nonce, 64-bit block counter) under the
+// subkey HChaCha20(nm, nonce[0..16]) with nonce[16..24] (libsodium builds it
+// the same way). Deriving the subkey once per message, and producing block 0
+// (the Poly1305 key) and the message keystream in one pass over
+// [64 zero bytes | message], costs one HChaCha20 and one vectorised ChaCha20
+// call instead of two of each.
+//
+// libsodium's vectorised ChaCha20 handles 4 blocks (256 bytes) or 8 blocks
+// (512 bytes) at a time and the remainder one block at a time, so 409 bytes
+// cost more than twice 512 (598 ns against 263 ns here). The pass therefore
+// runs over whole 256/512-byte groups; the spare keystream is discarded.
+constexpr size_t kMaxMessage = 2048;  // larger than any datagram we read
+constexpr size_t kMaxPass = 64 + kMaxMessage + 511;
 
-// Encrypts or decrypts `len` bytes in place from keystream block 1.
-void xor_from_block1(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize], uint8_t* data,
-                     size_t len) {
-  if (len == 0) return;  // libsodium's pointers are declared nonnull
-  crypto_stream_xchacha20_xor_ic(data, data, len, nonce, 1, nm);
+inline size_t whole_groups(size_t n) {
+  return n <= 256 ? 256 : (n + 511) / 512 * 512;
 }
+
+struct Keystream {
+  uint8_t subkey[crypto_stream_chacha20_KEYBYTES];
+  const uint8_t* iv;  // nonce[16..24]
+  Keystream(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize]) : iv(nonce + 16) {
+    crypto_core_hchacha20(subkey, nonce, nm, nullptr);
+  }
+  ~Keystream() { sodium_memzero(subkey, sizeof subkey); }
+  // scratch = [block 0 | in ^ keystream from block 1 | spare], for len <=
+  // kMaxMessage and scratch of kMaxPass bytes.
+  void apply(const uint8_t* in, size_t len, uint8_t* scratch) const {
+    const size_t pass = whole_groups(64 + len);
+    std::memset(scratch, 0, 64);
+    std::memcpy(scratch + 64, in, len);
+    std::memset(scratch + 64 + len, 0, pass - 64 - len);
+    crypto_stream_chacha20_xor_ic(scratch, scratch, pass, iv, 0, subkey);
+  }
+};
 
 }  // namespace
 
@@ -76,19 +94,28 @@ bool derive_shared_key(const uint8_t secret_key[kKeySize], const uint8_t peer_pu
 
 bool open_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
                    const uint8_t mac[kMacSize], uint8_t* data, size_t len) {
-  const PolyKey poly(nm, nonce);
-  // Poly1305 over the ciphertext only (no AD, no length block). `data` is
-  // only read until the tag has been checked in constant time.
-  if (crypto_onetimeauth_poly1305_verify(mac, data, len, poly.key()) != 0) return false;
-  xor_from_block1(nm, nonce, data, len);
-  return true;
+  if (len > kMaxMessage) return false;
+  const Keystream ks(nm, nonce);
+  // Decrypt into scratch, then check the tag over the untouched ciphertext
+  // (Poly1305 over the ciphertext only: no AD, no length block); `data`
+  // changes only once the tag has been checked in constant time.
+  uint8_t scratch[kMaxPass];
+  ks.apply(data, len, scratch);
+  const bool ok = crypto_onetimeauth_poly1305_verify(mac, data, len, scratch) == 0;
+  if (ok) std::memcpy(data, scratch + 64, len);
+  sodium_memzero(scratch, whole_groups(64 + len));
+  return ok;
 }
 
 void seal_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize], uint8_t* data,
                    size_t len, uint8_t mac[kMacSize]) {
-  const PolyKey poly(nm, nonce);
-  xor_from_block1(nm, nonce, data, len);
-  crypto_onetimeauth_poly1305(mac, data, len, poly.key());
+  if (len > kMaxMessage) __builtin_trap();  // a reply is at most 144 bytes
+  const Keystream ks(nm, nonce);
+  uint8_t scratch[kMaxPass];
+  ks.apply(data, len, scratch);
+  std::memcpy(data, scratch + 64, len);
+  crypto_onetimeauth_poly1305(mac, data, len, scratch);
+  sodium_memzero(scratch, whole_groups(64 + len));
 }
 
 }  // namespace shingled::crypto

@@ -6,6 +6,7 @@
 #include <sodium.h>
 
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "wire/base32.h"

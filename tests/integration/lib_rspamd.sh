@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers of the integration tests that use a REAL rspamd 3.4 as the
 # fuzzy client (rspamd_fuzzy_test.sh, rspamd_encrypted_test.sh). Source it;
 # it only defines functions. The calling script sets MODE (shingled | rspamd |
@@ -752,11 +753,12 @@ check_alive() {
 
 settle() { [ "$WRITE_WAIT" != 0 ] && sleep "$WRITE_WAIT"; return 0; }
 
-# expect_stat CHECKNAME RULE N : `rspamc stat` shows N hashes for the rule
+# expect_stat CHECKNAME RULE N : `rspamc stat` shows N hashes for the rule (seen: STAT_GOT)
 expect_stat() {
     local name=$1 rule=$2 want=$3 f="$TMP/stat-$1.json" got
     rc "$f" -h "127.0.0.1:$P_CTRL" --json stat
     got=$(py statres "$f" "$rule")
+    STAT_GOT=$got
     if [ "$got" = "$want" ]; then
         pass "$name" "rspamc stat: fuzzy hashes in \"$rule\" = $got"
     else

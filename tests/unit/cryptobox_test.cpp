@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,10 @@ struct AnsweredCase {
   const char* id;
   const char* keypair;  // the storage that answered
 };
+
+void PrintTo(const AnsweredCase& c, std::ostream* os) {
+  *os << c.file << " " << c.id << " (" << c.keypair << ")";
+}
 
 class EncryptedAnsweredCase : public ::testing::TestWithParam<AnsweredCase> {};
 
