@@ -33,6 +33,17 @@ size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, co
   return crypto::kReplyHeaderSize + n;
 }
 
+// A refusal or error (spec 6.3): the code in `value`, prob 0, the request's
+// flag and digest echoed.
+fuzzy::Reply FuzzyService::refusal(const fuzzy::Request& req, int32_t code) const {
+  fuzzy::Reply r;
+  r.tag = req.tag;
+  r.flag = req.flag;
+  r.value = code;
+  std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
+  return r;
+}
+
 fuzzy::Reply FuzzyService::acknowledgement(const fuzzy::Request& req) const {
   fuzzy::Reply r;
   r.tag = req.tag;
@@ -113,12 +124,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   // A plain request to an encrypted_only storage: 403, in plain (spec 7.9).
   if (encrypted_only_ && !seal.encrypted) {
     stats.encrypted_only_refused.add();
-    fuzzy::Reply r;
-    r.tag = req.tag;
-    r.flag = req.flag;
-    r.value = fuzzy::kResultForbidden;
-    std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    reply_len = encode(req, seal, r, ctx, reply);
+    reply_len = encode(req, seal, refusal(req, fuzzy::kResultForbidden), ctx, reply);
     return Disposition::reply;
   }
 
@@ -154,12 +160,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   // Everything else is an update: permission first (spec 8.2).
   if (!any_network_contains(allow_update_, peer)) {
     stats.forbidden.add();
-    fuzzy::Reply r;
-    r.tag = req.tag;
-    r.flag = req.flag;
-    r.value = fuzzy::kResultForbidden;
-    std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    reply_len = encode(req, seal, r, ctx, reply);
+    reply_len = encode(req, seal, refusal(req, fuzzy::kResultForbidden), ctx, reply);
     return Disposition::reply;
   }
   if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) return Disposition::update;
@@ -218,12 +219,7 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
   const WriteResult w = store_.write(shard, hash, req, now);
   if (w.status == WriteResult::full) {
     stats.store_full.add();
-    fuzzy::Reply r;
-    r.tag = req.tag;
-    r.flag = req.flag;
-    r.value = fuzzy::kResultInternal;
-    std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-    return encode(req, seal, r, ctx, reply);
+    return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
   }
   if (req.has_shingles) {
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {

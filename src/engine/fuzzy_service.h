@@ -102,6 +102,7 @@ class FuzzyService {
   size_t encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                 WorkerContext& ctx, uint8_t* out) const;
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
+  fuzzy::Reply refusal(const fuzzy::Request& req, int32_t code) const;
   // Opens an encrypted datagram into `plain`; false (counted) when it cannot.
   bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
             size_t& plain_len) const;

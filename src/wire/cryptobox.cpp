@@ -52,7 +52,7 @@ struct Keystream {
   void apply(const uint8_t* in, size_t len, uint8_t* scratch) const {
     const size_t pass = whole_groups(64 + len);
     std::memset(scratch, 0, 64);
-    std::memcpy(scratch + 64, in, len);
+    if (len != 0) std::memcpy(scratch + 64, in, len);  // `in` may be null when empty
     std::memset(scratch + 64 + len, 0, pass - 64 - len);
     crypto_stream_chacha20_xor_ic(scratch, scratch, pass, iv, 0, subkey);
   }
@@ -102,7 +102,7 @@ bool open_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
   uint8_t scratch[kMaxPass];
   ks.apply(data, len, scratch);
   const bool ok = crypto_onetimeauth_poly1305_verify(mac, data, len, scratch) == 0;
-  if (ok) std::memcpy(data, scratch + 64, len);
+  if (ok && len != 0) std::memcpy(data, scratch + 64, len);
   sodium_memzero(scratch, whole_groups(64 + len));
   return ok;
 }
@@ -113,7 +113,7 @@ void seal_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize], 
   const Keystream ks(nm, nonce);
   uint8_t scratch[kMaxPass];
   ks.apply(data, len, scratch);
-  std::memcpy(data, scratch + 64, len);
+  if (len != 0) std::memcpy(data, scratch + 64, len);
   crypto_onetimeauth_poly1305(mac, data, len, scratch);
   sodium_memzero(scratch, whole_groups(64 + len));
 }

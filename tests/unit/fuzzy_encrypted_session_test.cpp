@@ -12,6 +12,7 @@
 #include "common/net_address.h"
 #include "engine/fuzzy_service.h"
 #include "io/packet_io.h"
+#include "service_harness.h"
 #include "vector_file.h"
 #include "wire/le.h"
 
@@ -33,54 +34,7 @@ Keypair key_41335() {
   return kp;
 }
 
-struct Harness {
-  explicit Harness(std::vector<Keypair> keys, bool encrypted_only = false)
-      : store(options()), service(store, config(encrypted_only), std::move(keys)), index(store) {
-    peer.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
-  }
-  static StoreOptions options() {
-    StoreOptions o;
-    o.max_hashes = 1000;
-    return o;
-  }
-  static Config config(bool encrypted_only) {
-    Config c;
-    Network lo;
-    std::string err;
-    parse_network("127.0.0.1", lo, err);
-    c.allow_update = {lo};
-    c.encrypted_only = encrypted_only;
-    return c;
-  }
-  std::vector<uint8_t> exchange(const std::vector<uint8_t>& wire) {
-    fuzzy::Request req;
-    ReplySeal seal;
-    uint8_t reply[kMaxReply];
-    size_t len = 0;
-    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), ctx, req,
-                           seal, reply, len)) {
-      case FuzzyService::Disposition::drop:
-        return {};
-      case FuzzyService::Disposition::update:
-        len = service.apply_update(req, seal, now, ctx, index, reply);
-        break;
-      case FuzzyService::Disposition::reply:
-        break;
-      case FuzzyService::Disposition::check:
-        len = service.answer_check(req, seal, store.check(req, now), ctx, reply);
-        break;
-    }
-    return {reply, reply + len};
-  }
-
-  FuzzyStore store;
-  FuzzyService service;
-  DirectIndexSink index;
-  WorkerContext ctx{64};
-  sockaddr_in peer{};
-  uint32_t now = 1'795'364'296;
-};
+using Harness = test::ServiceHarness;
 
 // Opens an encrypted reply with the client-side shared key `nm`.
 std::vector<uint8_t> open_reply(const std::vector<uint8_t>& wire, const std::vector<uint8_t>& nm) {
@@ -155,7 +109,7 @@ TEST(EncryptedSession, unknown_key_id_falls_back_to_the_default_keypair) {
 }
 
 TEST(EncryptedSession, encrypted_request_without_any_keypair_is_dropped) {
-  Harness h({});
+  Harness h;
   EXPECT_TRUE(h.exchange(read_vector_file("e01-check-miss.txt").block("request on the wire")).empty());
   EXPECT_EQ(h.ctx.stats.encrypted_without_key.get(), 1u);
 }

@@ -11,6 +11,7 @@
 #include "common/net_address.h"
 #include "engine/fuzzy_service.h"
 #include "io/packet_io.h"
+#include "service_harness.h"
 #include "vector_file.h"
 #include "wire/le.h"
 
@@ -21,54 +22,7 @@ using test::read_vector_file;
 using test::to_hex;
 
 
-struct Harness {
-  Harness() : store(options()), service(store, config()), index(store) {
-    peer.sin_family = AF_INET;
-    peer.sin_port = htons(40000);
-    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
-  }
-  static StoreOptions options() {
-    StoreOptions o;
-    o.max_hashes = 1000;
-    return o;
-  }
-  static Config config() {
-    Config c;
-    Network lo;
-    std::string err;
-    parse_network("127.0.0.1", lo, err);
-    c.allow_update = {lo};
-    return c;
-  }
-  // What shingled sends back for `wire`, or "" when it drops it.
-  std::vector<uint8_t> exchange(const std::vector<uint8_t>& wire) {
-    fuzzy::Request req;
-    ReplySeal seal;
-    uint8_t reply[kMaxReply];
-    size_t len = 0;
-    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), ctx, req,
-                           seal, reply, len)) {
-      case FuzzyService::Disposition::drop:
-        return {};
-      case FuzzyService::Disposition::update:
-        len = service.apply_update(req, seal, now, ctx, index, reply);
-        break;
-      case FuzzyService::Disposition::reply:
-        break;
-      case FuzzyService::Disposition::check:
-        len = service.answer_check(req, seal, store.check(req, now), ctx, reply);
-        break;
-    }
-    return {reply, reply + len};
-  }
-
-  FuzzyStore store;
-  FuzzyService service;
-  DirectIndexSink index;
-  WorkerContext ctx{64};
-  sockaddr_in peer{};
-  uint32_t now = 1'795'364'295;
-};
+using Harness = test::ServiceHarness;
 
 void expect_same_reply(Harness& h, const char* file) {
   const test::VectorFile f = read_vector_file(file);

@@ -1,0 +1,67 @@
+// One core's request handling without sockets, for tests that replay
+// captured datagrams: what shingled would answer to a datagram from
+// 127.0.0.1 (allowed to write), or nothing when it drops it.
+#pragma once
+
+#include <arpa/inet.h>
+
+#include <vector>
+
+#include "common/net_address.h"
+#include "engine/fuzzy_service.h"
+#include "io/packet_io.h"
+
+namespace shingled::test {
+
+struct ServiceHarness {
+  explicit ServiceHarness(std::vector<Keypair> keys = {}, bool encrypted_only = false)
+      : store(options()), service(store, config(encrypted_only), std::move(keys)), index(store) {
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(40000);
+    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
+  }
+  static StoreOptions options() {
+    StoreOptions o;
+    o.max_hashes = 1000;
+    return o;
+  }
+  static Config config(bool encrypted_only) {
+    Config c;
+    Network lo;
+    std::string err;
+    parse_network("127.0.0.1", lo, err);
+    c.allow_update = {lo};
+    c.encrypted_only = encrypted_only;
+    return c;
+  }
+  // The reply shingled sends for `wire`, or empty when it drops it.
+  std::vector<uint8_t> exchange(const std::vector<uint8_t>& wire) {
+    fuzzy::Request req;
+    ReplySeal seal;
+    uint8_t reply[kMaxReply];
+    size_t len = 0;
+    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), ctx, req,
+                           seal, reply, len)) {
+      case FuzzyService::Disposition::drop:
+        return {};
+      case FuzzyService::Disposition::update:
+        len = service.apply_update(req, seal, now, ctx, index, reply);
+        break;
+      case FuzzyService::Disposition::reply:
+        break;
+      case FuzzyService::Disposition::check:
+        len = service.answer_check(req, seal, store.check(req, now), ctx, reply);
+        break;
+    }
+    return {reply, reply + len};
+  }
+
+  FuzzyStore store;
+  FuzzyService service;
+  DirectIndexSink index;
+  WorkerContext ctx{64};
+  sockaddr_in peer{};
+  uint32_t now = 1'795'364'295;  // around the captures' time
+};
+
+}  // namespace shingled::test
