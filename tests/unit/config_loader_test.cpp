@@ -370,12 +370,8 @@ TEST(ConfigFile, syntax_error_in_a_file_names_the_file) {
 
 // The shipped example must stay loadable: it documents every option.
 TEST(ConfigFile, shipped_example_config_loads) {
-  std::string here = __FILE__;
-  std::string dir = here.substr(0, here.rfind('/') + 1);
-  std::string path = dir + "../../scripts/shingled.conf.example";
-  if (access(path.c_str(), R_OK) != 0) {
-    GTEST_SKIP() << "example config not found at " << path;
-  }
+  const std::string path = std::string(SHINGLED_SOURCE_DIR) + "/scripts/shingled.conf.example";
+  ASSERT_EQ(access(path.c_str(), R_OK), 0) << "example config not found at " << path;
   Config cfg;
   ConfigError error;
   EXPECT_TRUE(load_config_file(path, cfg, error)) << error.to_string();
