@@ -14,7 +14,9 @@
 namespace shingled {
 
 namespace {
-constexpr unsigned kIdleWaitUs = 1000;        // longest sleep: timers run at least every ms
+constexpr unsigned kIdleWaitUs = 1000;        // sleep while traffic is recent: timers every ms
+constexpr unsigned kDeepIdleWaitUs = 10000;   // after kDeepIdleAfter idle loops: ~0.5 % of a core
+constexpr unsigned kDeepIdleAfter = 200;
 constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it never stalls
 }  // namespace
 
@@ -54,13 +56,15 @@ void Worker::join() {
 }
 
 void Worker::wake_if_sleeping() {
-  // Paired with the store of sleeping_ in run(), which the sleeper makes
-  // before it looks at its inboxes one last time. The producer's ring commit
-  // is a release store, which x86 may still hold in its store buffer while
-  // this load runs, so a wake-up can be missed; it then costs at most the
-  // sleeper's bounded idle wait (kIdleWaitUs), never a lost message. A full
-  // fence per message would close the window at a price paid on every push.
-  if (sleeping_.load(std::memory_order_seq_cst)) {
+  // Dekker's pattern with run(): the sleeper stores sleeping_ (seq_cst) and
+  // then looks at its inboxes; we have committed to its ring and then read
+  // sleeping_ with a read-modify-write, a full barrier, so our commit cannot
+  // still sit in this core's store buffer when we read. Either we see the
+  // flag and wake it, or it sees our message and does not sleep. (Were a
+  // wake-up ever missed, it would cost the sleeper's bounded idle wait, never
+  // a message.) One locked instruction per message: messages are batches of
+  // writes, far rarer than packets.
+  if (sleeping_.fetch_add(0, std::memory_order_seq_cst) != 0) {
     const uint64_t one = 1;
     ssize_t ignored = write(wake_fd_, &one, sizeof one);
     (void)ignored;
@@ -74,6 +78,7 @@ void Worker::run(int cpu) {
   }
   RxPacket rx[kBurst];
   bool idle = false;
+  unsigned idle_streak = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t now = unix_seconds_now();
     unsigned n = 0;
@@ -83,11 +88,14 @@ void Worker::run(int cpu) {
     if (!backlog) {
       unsigned wait = 0;
       if (idle) {
-        sleeping_.store(true, std::memory_order_seq_cst);
-        if (inboxes_empty()) wait = kIdleWaitUs;
+        sleeping_.store(1, std::memory_order_seq_cst);
+        // Packets and inbox messages end the wait at once (the kernel, the
+        // wake fd); the length only sets how often an idle core wakes for
+        // upkeep.
+        if (inboxes_empty()) wait = idle_streak > kDeepIdleAfter ? kDeepIdleWaitUs : kIdleWaitUs;
       }
       n = io_->receive_burst(rx, kBurst, wait);
-      sleeping_.store(false, std::memory_order_relaxed);
+      sleeping_.store(0, std::memory_order_relaxed);
     }
     process_burst(rx, n, now);
     const bool had_messages = drain_inboxes(now);
@@ -95,6 +103,7 @@ void Worker::run(int cpu) {
     flush_pending();
     io_->flush();
     idle = n == 0 && !had_messages && !backlog;
+    idle_streak = idle ? idle_streak + 1 : 0;
     stats_.loop_iterations.add();
     upkeep(now);
   }

@@ -66,7 +66,7 @@ class Worker final : private IndexSink {
   WorkerStats& stats_ = ctx_.stats;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  std::atomic<uint32_t> sleeping_{0};  // 1 while about to wait in receive_burst
   int wake_fd_ = -1;
 
   // Per destination worker: the index batch being filled and messages that
