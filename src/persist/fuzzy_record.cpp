@@ -1,0 +1,110 @@
+// Encodes and decodes the stored value of one fuzzy digest (fuzzy_record.h
+// has the layout). Pure and allocation-light; it must never accept a value
+// whose length disagrees with its own header.
+#include "persist/fuzzy_record.h"
+
+#include <cstring>
+
+namespace shingled {
+namespace {
+
+void put32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(char(uint8_t(v >> (8 * i))));
+}
+void put64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(char(uint8_t(v >> (8 * i))));
+}
+uint32_t get32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint64_t get64(const uint8_t* p) { return uint64_t(get32(p)) | uint64_t(get32(p + 4)) << 32; }
+
+}  // namespace
+
+bool encode_fuzzy_record(const FuzzyRecord& record, std::string& out) {
+  out.clear();
+  if (record.n_flags < 1 || record.n_flags > kFuzzyRecordMaxFlags) return false;
+  out.reserve(fuzzy_record_value_bytes(record.n_flags, record.has_shingles));
+  out.push_back(char(kFuzzyRecordFormat));
+  out.push_back(char(record.n_flags));
+  for (size_t i = 0; i < record.n_flags; ++i) {
+    put32(out, record.flags[i].flag);
+    put32(out, uint32_t(record.flags[i].value));
+  }
+  put32(out, record.first_write);
+  put32(out, record.last_write);
+  out.push_back(record.has_shingles ? 1 : 0);
+  if (record.has_shingles) {
+    for (uint64_t s : record.shingles) put64(out, s);
+  }
+  return true;
+}
+
+bool decode_fuzzy_record(std::string_view key, std::string_view value, FuzzyRecord& record,
+                         std::string& error) {
+  if (key.size() != kFuzzyDigestBytes) {
+    error = "fuzzy record key is " + std::to_string(key.size()) + " bytes, expected " +
+            std::to_string(kFuzzyDigestBytes);
+    return false;
+  }
+  if (value.size() < 2) {
+    error = "fuzzy record value is " + std::to_string(value.size()) +
+            " bytes, too short for its header (2)";
+    return false;
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
+  if (p[0] != kFuzzyRecordFormat) {
+    error = "fuzzy record format byte is " + std::to_string(p[0]) + ", expected " +
+            std::to_string(kFuzzyRecordFormat);
+    return false;
+  }
+  const size_t n = p[1];
+  if (n < 1 || n > kFuzzyRecordMaxFlags) {
+    error = "fuzzy record has " + std::to_string(n) + " flags, expected 1.." +
+            std::to_string(kFuzzyRecordMaxFlags);
+    return false;
+  }
+  const size_t shingle_flag_at = fuzzy_record_value_bytes(n, false) - 1;
+  if (value.size() <= shingle_flag_at) {
+    error = "fuzzy record value is " + std::to_string(value.size()) + " bytes, truncated: " +
+            std::to_string(n) + " flags need at least " +
+            std::to_string(shingle_flag_at + 1);
+    return false;
+  }
+  const uint8_t shingle_flag = p[shingle_flag_at];
+  if (shingle_flag > 1) {
+    error = "fuzzy record shingle flag is " + std::to_string(shingle_flag) + ", expected 0 or 1";
+    return false;
+  }
+  const size_t expected = fuzzy_record_value_bytes(n, shingle_flag == 1);
+  if (value.size() != expected) {
+    error = "fuzzy record value is " + std::to_string(value.size()) + " bytes, expected " +
+            std::to_string(expected) + " for " + std::to_string(n) + " flags " +
+            (shingle_flag ? "with" : "without") + " shingles";
+    return false;
+  }
+
+  std::memcpy(record.digest, key.data(), kFuzzyDigestBytes);
+  record.n_flags = uint8_t(n);
+  const uint8_t* q = p + 2;
+  for (size_t i = 0; i < kFuzzyRecordMaxFlags; ++i) {
+    if (i < n) {
+      record.flags[i].flag = get32(q);
+      record.flags[i].value = int32_t(get32(q + 4));
+      q += 8;
+    } else {
+      record.flags[i].flag = 0;
+      record.flags[i].value = 0;
+    }
+  }
+  record.first_write = get32(q);
+  record.last_write = get32(q + 4);
+  q += 9;  // the two times and the shingle flag
+  record.has_shingles = shingle_flag == 1;
+  for (size_t i = 0; i < kFuzzyRecordShingles; ++i) {
+    record.shingles[i] = record.has_shingles ? get64(q + 8 * i) : 0;
+  }
+  return true;
+}
+
+}  // namespace shingled

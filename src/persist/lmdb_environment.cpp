@@ -1,0 +1,447 @@
+// LMDB environment for the persistence thread: open/create with a schema
+// check, one durable write transaction per apply() with automatic map growth,
+// read-only iteration for the loader. Never called from a worker thread.
+#include "persist/lmdb_environment.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+namespace shingled {
+namespace {
+
+constexpr const char* kMetaDb = "meta";
+constexpr std::string_view kSchemaKey = "schema_version";
+constexpr std::string_view kLastSyncKey = "last_sync";
+constexpr unsigned kMaxDbs = 8;           // meta + three record types, room to spare
+constexpr int kMaxApplyAttempts = 64;     // map doublings before giving up
+constexpr size_t kMinMapSize = size_t(1) << 20;
+
+// Aborts the transaction unless it was committed; for exception and early
+// return safety. A read-only transaction's cursors must be closed first:
+// declare the CursorGuard after this so it is destroyed before.
+struct TxnGuard {
+  MDB_txn* txn = nullptr;
+  ~TxnGuard() {
+    if (txn != nullptr) mdb_txn_abort(txn);
+  }
+  int commit() {
+    int rc = mdb_txn_commit(txn);
+    txn = nullptr;  // freed by commit whatever rc says
+    return rc;
+  }
+};
+
+struct CursorGuard {
+  MDB_cursor* cursor = nullptr;
+  ~CursorGuard() {
+    if (cursor != nullptr) mdb_cursor_close(cursor);
+  }
+};
+
+MDB_val as_val(std::string_view s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+
+std::string_view as_view(const MDB_val& v) {
+  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+std::string mdb_fail(const std::string& path, const std::string& what, int rc) {
+  return path + ": " + what + ": " + mdb_strerror(rc);
+}
+
+bool valid_type(RecordType type) {
+  auto v = static_cast<unsigned>(type);
+  return v >= 1 && v <= 3;
+}
+
+void put_le(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+
+uint64_t get_le(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+const char* record_type_name(RecordType type) {
+  switch (type) {
+    case RecordType::fuzzy: return "fuzzy";
+    case RecordType::ratelimit: return "ratelimit";
+    case RecordType::counters: return "counters";
+  }
+  return "?";
+}
+
+LmdbEnvironment::~LmdbEnvironment() { close(); }
+
+void LmdbEnvironment::close() {
+  if (env_ != nullptr) mdb_env_close(env_);  // also closes every dbi handle
+  env_ = nullptr;
+  meta_dbi_ = 0;
+  for (auto& d : type_dbi_) d = 0;
+}
+
+bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
+                           std::string& error) {
+  close();
+  try {
+    path_ = path;
+    if (path.empty()) {
+      error = "LMDB environment path is empty";
+      return false;
+    }
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno != ENOENT || ::mkdir(path.c_str(), 0700) != 0) {
+        error = path + ": cannot create the environment directory: " + std::strerror(errno);
+        return false;
+      }
+    } else if (!S_ISDIR(st.st_mode)) {
+      error = path + ": not a directory (an LMDB environment here is a directory "
+                     "holding data.mdb and lock.mdb)";
+      return false;
+    }
+
+    int rc = mdb_env_create(&env_);
+    if (rc != 0) {
+      env_ = nullptr;
+      error = mdb_fail(path, "mdb_env_create", rc);
+      return false;
+    }
+    rc = mdb_env_set_maxdbs(env_, kMaxDbs);
+    if (rc == 0) {
+      rc = mdb_env_set_mapsize(env_, map_size_bytes < kMinMapSize ? kMinMapSize
+                                                                   : map_size_bytes);
+    }
+    if (rc != 0) {
+      error = mdb_fail(path, "configuring the environment", rc);
+      close();
+      return false;
+    }
+    rc = mdb_env_open(env_, path.c_str(), 0, 0600);
+    if (rc != 0) {
+      if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
+        error = mdb_fail(path, "not a usable LMDB environment (data.mdb)", rc);
+      } else {
+        error = mdb_fail(path, "mdb_env_open", rc);
+      }
+      close();
+      return false;
+    }
+    if (!check_or_create_schema(error)) {
+      close();
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    error = path + ": opening the LMDB environment: " + e.what();
+    close();
+    return false;
+  }
+}
+
+bool LmdbEnvironment::check_or_create_schema(std::string& error) {
+  TxnGuard txn;
+  int rc = mdb_txn_begin(env_, nullptr, 0, &txn.txn);
+  if (rc != 0) {
+    txn.txn = nullptr;
+    error = mdb_fail(path_, "beginning the schema transaction", rc);
+    return false;
+  }
+  MDB_dbi meta;
+  rc = mdb_dbi_open(txn.txn, kMetaDb, 0, &meta);
+  if (rc == MDB_NOTFOUND) {
+    // No "meta": either a brand-new environment (create it) or someone else's.
+    MDB_dbi main_db;
+    MDB_stat ms;
+    rc = mdb_dbi_open(txn.txn, nullptr, 0, &main_db);
+    if (rc == 0) rc = mdb_stat(txn.txn, main_db, &ms);
+    if (rc != 0) {
+      error = mdb_fail(path_, "reading the main database", rc);
+      return false;
+    }
+    if (ms.ms_entries != 0) {
+      error = path_ + ": an LMDB environment that is not shingled's (it has no \"meta\" "
+                      "database, hence no schema version; expected version " +
+              std::to_string(kSchemaVersion) + ")";
+      return false;
+    }
+    rc = mdb_dbi_open(txn.txn, kMetaDb, MDB_CREATE, &meta);
+    if (rc != 0) {
+      error = mdb_fail(path_, "creating the meta database", rc);
+      return false;
+    }
+    uint8_t buf[4];
+    put_le(buf, kSchemaVersion, 4);
+    MDB_val k = as_val(kSchemaKey);
+    MDB_val v{sizeof buf, buf};
+    rc = mdb_put(txn.txn, meta, &k, &v, 0);
+    if (rc != 0) {
+      error = mdb_fail(path_, "writing schema_version", rc);
+      return false;
+    }
+  } else if (rc != 0) {
+    error = mdb_fail(path_, "opening the meta database", rc);
+    return false;
+  } else {
+    MDB_val k = as_val(kSchemaKey);
+    MDB_val v;
+    rc = mdb_get(txn.txn, meta, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+      error = path_ + ": the meta database has no schema_version (expected version " +
+              std::to_string(kSchemaVersion) + "); refusing to open";
+      return false;
+    }
+    if (rc != 0) {
+      error = mdb_fail(path_, "reading schema_version", rc);
+      return false;
+    }
+    if (v.mv_size != 4) {
+      error = path_ + ": schema_version is " + std::to_string(v.mv_size) +
+              " bytes, not 4 (expected version " + std::to_string(kSchemaVersion) +
+              "); refusing to open";
+      return false;
+    }
+    uint64_t found = get_le(static_cast<const uint8_t*>(v.mv_data), 4);
+    if (found != kSchemaVersion) {
+      error = path_ + ": schema version " + std::to_string(found) +
+              " found, this shingled expects version " + std::to_string(kSchemaVersion) +
+              "; refusing to open (nothing was changed on disk)";
+      return false;
+    }
+  }
+
+  for (unsigned t = 1; t <= 3; ++t) {
+    const char* name = record_type_name(static_cast<RecordType>(t));
+    rc = mdb_dbi_open(txn.txn, name, MDB_CREATE, &type_dbi_[t]);
+    if (rc != 0) {
+      error = mdb_fail(path_, std::string("opening the ") + name + " database", rc);
+      return false;
+    }
+  }
+  rc = txn.commit();
+  if (rc != 0) {
+    error = mdb_fail(path_, "committing the schema transaction", rc);
+    return false;
+  }
+  meta_dbi_ = meta;  // handles stay valid for the life of the environment
+  return true;
+}
+
+bool LmdbEnvironment::grow_map(std::string& error) {
+  MDB_envinfo info;
+  int rc = mdb_env_info(env_, &info);
+  if (rc == 0) rc = mdb_env_set_mapsize(env_, info.me_mapsize * 2);
+  if (rc != 0) {
+    error = mdb_fail(path_, "growing the map", rc);
+    return false;
+  }
+  return true;
+}
+
+bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t>& order,
+                                 uint64_t sync_time, int& rc, std::string& error) {
+  const size_t n = order.size();
+  TxnGuard txn;
+  rc = mdb_txn_begin(env_, nullptr, 0, &txn.txn);
+  if (rc != 0) {
+    txn.txn = nullptr;
+    error = mdb_fail(path_, "beginning the write transaction", rc);
+    return false;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = order[j];
+    const Change& c = changes[i];
+    MDB_dbi dbi = type_dbi_[static_cast<unsigned>(c.type)];
+    MDB_val k = as_val(c.key);
+    if (c.erase) {
+      rc = mdb_del(txn.txn, dbi, &k, nullptr);
+      if (rc == MDB_NOTFOUND) rc = 0;  // already gone: the goal is reached
+    } else {
+      MDB_val v = as_val(c.value);
+      rc = mdb_put(txn.txn, dbi, &k, &v, 0);
+    }
+    if (rc != 0) {
+      error = mdb_fail(path_, "change " + std::to_string(i) + " (" +
+                                  record_type_name(c.type) + (c.erase ? " delete" : " put") +
+                                  ")",
+                       rc);
+      return false;
+    }
+  }
+  uint8_t buf[8];
+  put_le(buf, sync_time, 8);
+  MDB_val k = as_val(kLastSyncKey);
+  MDB_val v{sizeof buf, buf};
+  rc = mdb_put(txn.txn, meta_dbi_, &k, &v, 0);
+  if (rc != 0) {
+    error = mdb_fail(path_, "writing last_sync", rc);
+    return false;
+  }
+  rc = txn.commit();  // durable: the environment has no MDB_NOSYNC/NOMETASYNC
+  if (rc != 0) {
+    error = mdb_fail(path_, "committing the sync", rc);
+    return false;
+  }
+  return true;
+}
+
+bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
+                            std::string& error) {
+  try {
+    if (env_ == nullptr) {
+      error = "LMDB environment is not open";
+      return false;
+    }
+    const size_t max_key = size_t(mdb_env_get_maxkeysize(env_));
+    for (size_t i = 0; i < n; ++i) {
+      const Change& c = changes[i];
+      if (!valid_type(c.type)) {
+        error = path_ + ": change " + std::to_string(i) + " has unknown record type " +
+                std::to_string(static_cast<unsigned>(c.type));
+        return false;
+      }
+      if (c.key.empty() || c.key.size() > max_key) {
+        error = path_ + ": change " + std::to_string(i) + " has a " +
+                std::to_string(c.key.size()) + "-byte key (LMDB takes 1.." +
+                std::to_string(max_key) + ")";
+        return false;
+      }
+    }
+    // Write in (type, key) order: B-tree pages fill densely when keys arrive
+    // ascending (measured 420 instead of 564 bytes per fuzzy hash on a first
+    // load) and each page is touched once. Stable, so of two changes to one
+    // key the later one still wins.
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [changes](size_t a, size_t b) {
+      const Change& x = changes[a];
+      const Change& y = changes[b];
+      if (x.type != y.type) return x.type < y.type;
+      return x.key < y.key;
+    });
+    for (int attempt = 0; attempt < kMaxApplyAttempts; ++attempt) {
+      int rc = 0;
+      if (apply_once(changes, order, sync_time, rc, error)) return true;
+      if (rc == MDB_MAP_FULL) {
+        // The transaction is aborted and no other is active in this
+        // process, which mdb_env_set_mapsize requires; retry it whole.
+        if (!grow_map(error)) return false;
+      } else if (rc == MDB_MAP_RESIZED) {
+        // Another process grew the map: adopt its size and retry.
+        rc = mdb_env_set_mapsize(env_, 0);
+        if (rc != 0) {
+          error = mdb_fail(path_, "adopting the new map size", rc);
+          return false;
+        }
+      } else {
+        return false;
+      }
+    }
+    error = path_ + ": the map is still full after " + std::to_string(kMaxApplyAttempts) +
+            " doublings";
+    return false;
+  } catch (const std::exception& e) {
+    error = path_ + ": apply: " + e.what();
+    return false;
+  }
+}
+
+bool LmdbEnvironment::for_each(
+    RecordType type,
+    const std::function<bool(std::string_view key, std::string_view value)>& fn,
+    std::string& error) {
+  try {
+    if (env_ == nullptr) {
+      error = "LMDB environment is not open";
+      return false;
+    }
+    if (!valid_type(type)) {
+      error = path_ + ": unknown record type " + std::to_string(static_cast<unsigned>(type));
+      return false;
+    }
+    TxnGuard txn;
+    int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn);
+    if (rc == MDB_MAP_RESIZED) {
+      mdb_env_set_mapsize(env_, 0);
+      rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn);
+    }
+    if (rc != 0) {
+      txn.txn = nullptr;
+      error = mdb_fail(path_, "beginning the read transaction", rc);
+      return false;
+    }
+    CursorGuard cur;
+    rc = mdb_cursor_open(txn.txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
+    if (rc != 0) {
+      cur.cursor = nullptr;
+      error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
+      return false;
+    }
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
+      if (!fn(as_view(k), as_view(v))) return true;
+    }
+    if (rc != MDB_NOTFOUND) {
+      error = mdb_fail(path_, std::string("reading ") + record_type_name(type), rc);
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    error = path_ + ": for_each(" + record_type_name(type) + "): " + e.what();
+    return false;
+  }
+}
+
+uint64_t LmdbEnvironment::count(RecordType type) const {
+  if (env_ == nullptr || !valid_type(type)) return 0;
+  TxnGuard txn;
+  if (mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn) != 0) {
+    txn.txn = nullptr;
+    return 0;
+  }
+  MDB_stat ms;
+  if (mdb_stat(txn.txn, type_dbi_[static_cast<unsigned>(type)], &ms) != 0) return 0;
+  return ms.ms_entries;
+}
+
+uint64_t LmdbEnvironment::last_sync() const {
+  if (env_ == nullptr) return 0;
+  TxnGuard txn;
+  if (mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn) != 0) {
+    txn.txn = nullptr;
+    return 0;
+  }
+  MDB_val k = as_val(kLastSyncKey);
+  MDB_val v;
+  if (mdb_get(txn.txn, meta_dbi_, &k, &v) != 0 || v.mv_size != 8) return 0;
+  return get_le(static_cast<const uint8_t*>(v.mv_data), 8);
+}
+
+size_t LmdbEnvironment::file_bytes() const {
+  if (env_ == nullptr) return 0;
+  struct stat st;
+  if (::stat((path_ + "/data.mdb").c_str(), &st) != 0) return 0;
+  return size_t(st.st_size);
+}
+
+size_t LmdbEnvironment::map_size() const {
+  if (env_ == nullptr) return 0;
+  MDB_envinfo info;
+  if (mdb_env_info(env_, &info) != 0) return 0;
+  return info.me_mapsize;
+}
+
+}  // namespace shingled

@@ -1,0 +1,107 @@
+// The durable copy: one LMDB environment holding every service's records in a
+// named database per record type, plus a schema version. Owned by the
+// persistence thread (and the loader before sockets open); workers never call it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct MDB_env;  // lmdb.h; kept out of this header
+
+namespace shingled {
+
+// Which service a record belongs to. Each has its own named database; the
+// numbers are stable (they may appear in logs and tools), the names are the
+// database names inside the environment.
+enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3 };
+
+// "fuzzy", "ratelimit", "counters"; "?" for a value outside the enum.
+const char* record_type_name(RecordType type);
+
+// One record changed since the last sync. erase = true deletes key (value is
+// ignored; deleting a missing key is not an error). Keys are 1..511 bytes
+// (LMDB's limit); values are any length. The views must stay valid for the
+// duration of apply().
+struct Change {
+  RecordType type;
+  bool erase;
+  std::string_view key;
+  std::string_view value;
+};
+
+// The environment on disk is a directory (LMDB's default layout, not
+// MDB_NOSUBDIR): <path>/data.mdb and <path>/lock.mdb. open() creates the
+// directory (mode 0700, the parent must exist) and the files (0600) if they
+// are missing.
+//
+// Layout inside:
+//   "meta"      : "schema_version" -> u32 LE (kSchemaVersion)
+//                 "last_sync"      -> u64 LE unix seconds of the last apply()
+//   "fuzzy", "ratelimit", "counters" : record-type-specific key -> value
+//
+// Threading: not thread-safe. One thread at a time calls it (the loader at
+// startup, then the persistence thread); it never hands out transactions.
+class LmdbEnvironment {
+ public:
+  static constexpr uint32_t kSchemaVersion = 1;
+
+  LmdbEnvironment() = default;
+  ~LmdbEnvironment();
+  LmdbEnvironment(const LmdbEnvironment&) = delete;
+  LmdbEnvironment& operator=(const LmdbEnvironment&) = delete;
+
+  // Opens (creating if missing) the environment at directory `path` with an
+  // initial map of map_size_bytes (rounded up by LMDB to whole pages; an
+  // existing larger environment keeps its own size). A new environment gets
+  // schema_version = kSchemaVersion. Refuses, with `error` naming the path:
+  // a path that is not a directory, a data file that is not LMDB, an LMDB
+  // environment that is not ours (no "meta"), and a schema version other than
+  // kSchemaVersion (the message names the found and the expected version).
+  // On failure the object stays closed.
+  bool open(const std::string& path, size_t map_size_bytes, std::string& error);
+  void close();
+  bool is_open() const { return env_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+  // Writes all n changes and last_sync = sync_time in ONE write transaction
+  // and commits durably (fsync). All or nothing: on false nothing of this
+  // call is stored. Changes are written sorted by (type, key); of several
+  // changes to one key in a call, the last one wins. If the map is full the transaction is aborted, the map
+  // doubled and the whole call retried, so a large sync never fails for lack
+  // of map space (only for lack of disk or address space).
+  bool apply(const Change* changes, size_t n, uint64_t sync_time, std::string& error);
+
+  // Calls fn(key, value) for every record of `type` in key order inside one
+  // read transaction; fn returning false stops early (still a success). The
+  // views are valid only during the call. An exception from fn is caught and
+  // reported as an error.
+  bool for_each(RecordType type,
+                const std::function<bool(std::string_view key, std::string_view value)>& fn,
+                std::string& error);
+
+  // Number of records of `type`; 0 if closed or on a read error.
+  uint64_t count(RecordType type) const;
+  // Unix seconds stored by the last successful apply(); 0 if never.
+  uint64_t last_sync() const;
+  // Size of <path>/data.mdb on disk in bytes (its high-water mark, not the map).
+  size_t file_bytes() const;
+  // Current map size in bytes (grows on MDB_MAP_FULL).
+  size_t map_size() const;
+
+ private:
+  bool check_or_create_schema(std::string& error);
+  bool grow_map(std::string& error);
+  bool apply_once(const Change* changes, const std::vector<size_t>& order,
+                  uint64_t sync_time, int& rc, std::string& error);
+
+  ::MDB_env* env_ = nullptr;
+  std::string path_;
+  unsigned int meta_dbi_ = 0;  // MDB_dbi
+  unsigned int type_dbi_[4] = {0, 0, 0, 0};  // indexed by RecordType value
+};
+
+}  // namespace shingled
