@@ -72,6 +72,15 @@ uint64_t get_le(const uint8_t* p, int bytes) {
   return v;
 }
 
+// Stores a little-endian integer of `bytes` bytes under `key` in "meta".
+int put_meta(MDB_txn* txn, MDB_dbi meta, std::string_view key, uint64_t value, int bytes) {
+  uint8_t buf[8];
+  put_le(buf, value, bytes);
+  MDB_val k = as_val(key);
+  MDB_val v{size_t(bytes), buf};
+  return mdb_put(txn, meta, &k, &v, 0);
+}
+
 }  // namespace
 
 const char* record_type_name(RecordType type) {
@@ -182,11 +191,7 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
       error = mdb_fail(path_, "creating the meta database", rc);
       return false;
     }
-    uint8_t buf[4];
-    put_le(buf, kSchemaVersion, 4);
-    MDB_val k = as_val(kSchemaKey);
-    MDB_val v{sizeof buf, buf};
-    rc = mdb_put(txn.txn, meta, &k, &v, 0);
+    rc = put_meta(txn.txn, meta, kSchemaKey, kSchemaVersion, 4);
     if (rc != 0) {
       error = mdb_fail(path_, "writing schema_version", rc);
       return false;
@@ -280,11 +285,7 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
       return false;
     }
   }
-  uint8_t buf[8];
-  put_le(buf, sync_time, 8);
-  MDB_val k = as_val(kLastSyncKey);
-  MDB_val v{sizeof buf, buf};
-  rc = mdb_put(txn.txn, meta_dbi_, &k, &v, 0);
+  rc = put_meta(txn.txn, meta_dbi_, kLastSyncKey, sync_time, 8);
   if (rc != 0) {
     error = mdb_fail(path_, "writing last_sync", rc);
     return false;

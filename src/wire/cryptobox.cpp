@@ -92,19 +92,24 @@ bool derive_shared_key(const uint8_t secret_key[kKeySize], const uint8_t peer_pu
   return true;
 }
 
-bool open_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
-                   const uint8_t mac[kMacSize], uint8_t* data, size_t len) {
+bool open_into(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
+               const uint8_t mac[kMacSize], const uint8_t* in, size_t len, uint8_t* out) {
   if (len > kMaxMessage) return false;
   const Keystream ks(nm, nonce);
   // Decrypt into scratch, then check the tag over the untouched ciphertext
-  // (Poly1305 over the ciphertext only: no AD, no length block); `data`
-  // changes only once the tag has been checked in constant time.
+  // (Poly1305 over the ciphertext only: no AD, no length block); `out`
+  // is written only once the tag has been checked in constant time.
   uint8_t scratch[kMaxPass];
-  ks.apply(data, len, scratch);
-  const bool ok = crypto_onetimeauth_poly1305_verify(mac, data, len, scratch) == 0;
-  if (ok && len != 0) std::memcpy(data, scratch + 64, len);
+  ks.apply(in, len, scratch);
+  const bool ok = crypto_onetimeauth_poly1305_verify(mac, in, len, scratch) == 0;
+  if (ok && len != 0) std::memcpy(out, scratch + 64, len);
   sodium_memzero(scratch, whole_groups(64 + len));
   return ok;
+}
+
+bool open_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
+                   const uint8_t mac[kMacSize], uint8_t* data, size_t len) {
+  return open_into(nm, nonce, mac, data, len, data);
 }
 
 void seal_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize], uint8_t* data,

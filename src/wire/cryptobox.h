@@ -42,6 +42,11 @@ bool derive_shared_key(const uint8_t secret_key[kKeySize], const uint8_t peer_pu
 bool open_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
                    const uint8_t mac[kMacSize], uint8_t* data, size_t len);
 
+// The same, reading the ciphertext from `in` and writing the plaintext to
+// `out` (which may equal `in`); `out` is untouched on a bad MAC.
+bool open_into(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize],
+               const uint8_t mac[kMacSize], const uint8_t* in, size_t len, uint8_t* out);
+
 // Encrypts `data` in place with `nonce` and writes the Poly1305 tag to `mac`.
 void seal_in_place(const uint8_t nm[kKeySize], const uint8_t nonce[kNonceSize], uint8_t* data,
                    size_t len, uint8_t mac[kMacSize]);
