@@ -23,6 +23,7 @@ bind_socket = "127.0.0.1:$port";
 workers = 1;
 max_hashes = 200k;
 control_socket = "$tmp/ctl.sock";
+hashfile = "$tmp/db";
 .include_placeholder
 CONF
 sed -i '/.include_placeholder/d' "$tmp/shingled.conf"

@@ -1,36 +1,89 @@
-// shinglectl: the operator's command line for a running shingled. Talks to
-// the daemon's control socket; prints a table for people or JSON for scripts.
+// shinglectl: the operator's command line. stats, ping and sync talk to a running
+// shingled over its control socket; dump, import, import-rspamd and info work
+// on the database offline (shinglectl_offline.cpp). Parses arguments here.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "common/config_loader.h"
+#include "shinglectl_offline.h"
 #include "wire/keypair_text.h"
 
 namespace {
 
 const char kUsage[] =
-    "Usage: shinglectl [--socket PATH] COMMAND [--json]\n"
+    "Usage: shinglectl [OPTIONS] COMMAND [ARGUMENTS]\n"
     "\n"
-    "Commands:\n"
-    "  stats     live counters of the running daemon, summed and per core\n"
-    "            (--json: one JSON object, for scripts)\n"
-    "  ping      check that the daemon answers on its control socket\n"
-    "  keypair   print a new server keypair in the form `rspamadm keypair -u`\n"
-    "            prints: paste it into shingled.conf and give rspamd its pubkey\n"
-    "            as the fuzzy_check rule's encryption_key (needs no daemon)\n"
-
+    "The operator's tool for shingled. stats, ping and sync talk to a running daemon\n"
+    "over its control socket; dump, import, import-rspamd and info work on the\n"
+    "database directory itself and need no daemon.\n"
+    "\n"
+    "Commands for a running daemon:\n"
+    "  stats                  live counters, summed and per core\n"
+    "                         (--json: one JSON object, for scripts)\n"
+    "  ping                   check that the daemon answers on its control socket\n"
+    "  sync                   make the daemon write every change it has acknowledged\n"
+    "                         to disk now, and wait until that sync has committed\n"
+    "                         (--no-wait: only ask; --timeout SEC, default 60)\n"
+    "\n"
+    "Offline commands (the database directory, see --db):\n"
+    "  dump                   every fuzzy hash as one JSON object per line, in digest\n"
+    "                         order, to standard output or --output FILE (written\n"
+    "                         beside FILE and renamed into place when complete).\n"
+    "                         Read-only: safe beside a running daemon, whose data it\n"
+    "                         sees as of the daemon's last sync.\n"
+    "  import [FILE|-]        store the records of a dump (FILE, or standard input\n"
+    "                         when FILE is - or absent); a hash already stored is\n"
+    "                         replaced. Every line is checked before anything is\n"
+    "                         written: a bad one stops the import with FILE:LINE:\n"
+    "                         reason and the database is left as it was. Then writes\n"
+    "                         in durable transactions of --batch records. Creates\n"
+    "                         the database if missing; refused while a daemon (or\n"
+    "                         another import) has it open.\n"
+    "  import-rspamd FUZZY_DB store the hashes of rspamd's sqlite fuzzy storage file\n"
+    "                         (its hashfile, e.g. /var/lib/rspamd/fuzzy.db; opened\n"
+    "                         read-only), like import; reports how many came with\n"
+    "                         their 32 shingles and which rows were skipped, and why.\n"
+    "  info                   hashes, hashes per flag (a hash counts once for each\n"
+    "                         flag it holds), hashes with shingles, the size of\n"
+    "                         data.mdb, the last sync (unix and UTC) and the schema\n"
+    "                         version (--json: one JSON object). Read-only.\n"
+    "\n"
+    "Other commands:\n"
+    "  keypair                print a new server keypair in the form `rspamadm keypair -u`\n"
+    "                         prints: paste it into shingled.conf and give rspamd its\n"
+    "                         pubkey as the fuzzy_check rule's encryption_key\n"
     "\n"
     "Options:\n"
-    "  -s, --socket PATH  control socket (default: data/shingled.sock, the daemon's default)\n"
-    "  -h, --help         show this help\n"
-    "  -v, --version      show the version\n";
+    "  -s, --socket PATH      stats, ping, sync: the control socket\n"
+    "                         (default: data/shingled.sock, the daemon's default)\n"
+    "  -d, --db DIR           database directory (default: data/shingled.lmdb, the daemon's default)\n"
+    "  -c, --config FILE      use the `hashfile` of this shingled config as the database\n"
+    "                         (data/shingled.lmdb when it sets none); not with --db\n"
+    "  -o, --output FILE      dump: write to FILE instead of standard output\n"
+    "      --batch N          import, import-rspamd: records per durable transaction\n"
+    "                         (default 50000)\n"
+    "      --json             stats, info: print one JSON object\n"
+    "  -h, --help             show this help\n"
+    "  -v, --version          show the version\n"
+    "\n"
+    "Exit status: 0 done; 1 failed (the message names the file and the reason);\n"
+    "2 usage error.\n";
 
-int ask(const std::string& socket_path, const std::string& request) {
+// Sends one request line and reads the whole reply into `reply`. Returns the
+// exit status: 0, 1 when the daemon cannot be reached or answers "error:"
+// (said on stderr), 2 for an impossible socket path.
+int request(const std::string& socket_path, const std::string& line_in, std::string& reply) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof addr.sun_path) {
@@ -45,13 +98,13 @@ int ask(const std::string& socket_path, const std::string& request) {
     if (fd >= 0) close(fd);
     return 1;
   }
-  const std::string line = request + "\n";
+  const std::string line = line_in + "\n";
   if (write(fd, line.data(), line.size()) != ssize_t(line.size())) {
     fprintf(stderr, "shinglectl: write to %s: %s\n", socket_path.c_str(), strerror(errno));
     close(fd);
     return 1;
   }
-  std::string reply;
+  reply.clear();
   char buf[4096];
   ssize_t n;
   while ((n = read(fd, buf, sizeof buf)) > 0) reply.append(buf, size_t(n));
@@ -60,8 +113,83 @@ int ask(const std::string& socket_path, const std::string& request) {
     fprintf(stderr, "shinglectl: %s", reply.c_str());
     return 1;
   }
-  fwrite(reply.data(), 1, reply.size(), stdout);
   return 0;
+}
+
+// Asks and prints the reply.
+int ask(const std::string& socket_path, const std::string& line) {
+  std::string reply;
+  const int rc = request(socket_path, line, reply);
+  if (rc == 0) fwrite(reply.data(), 1, reply.size(), stdout);
+  return rc;
+}
+
+// The number after "key": inside the "persistence" object of a stats reply;
+// false when it is missing.
+bool persistence_figure(const std::string& stats_json, const char* key, uint64_t& out) {
+  const size_t section = stats_json.find("\"persistence\"");
+  if (section == std::string::npos) return false;
+  const std::string needle = std::string("\"") + key + "\":";
+  const size_t at = stats_json.find(needle, section);
+  if (at == std::string::npos) return false;
+  char* end = nullptr;
+  out = strtoull(stats_json.c_str() + at + needle.size(), &end, 10);
+  return end != stats_json.c_str() + at + needle.size();
+}
+
+// `sync`: the daemon starts a sync at once and answers "sync N", the value its
+// persistence.syncs counter reaches when everything acknowledged before the
+// request is durable. Without --no-wait, polls the stats until then.
+int run_sync(const std::string& socket_path, bool wait, unsigned timeout_seconds) {
+  std::string reply;
+  int rc = request(socket_path, "sync", reply);
+  if (rc != 0) return rc;
+  uint64_t target = 0;
+  if (sscanf(reply.c_str(), "sync %" SCNu64, &target) != 1) {
+    fprintf(stderr, "shinglectl: unexpected answer to sync from %s: %s", socket_path.c_str(),
+            reply.c_str());
+    return 1;
+  }
+  if (!wait) {
+    printf("sync requested; done when persistence.syncs reaches %" PRIu64 "\n", target);
+    return 0;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  uint64_t syncs = 0, failures = 0;
+  for (;;) {
+    if ((rc = request(socket_path, "stats json", reply)) != 0) return rc;
+    if (!persistence_figure(reply, "syncs", syncs)) {
+      fprintf(stderr, "shinglectl: %s reports no persistence.syncs\n", socket_path.c_str());
+      return 1;
+    }
+    if (syncs >= target) {
+      printf("synced (persistence.syncs = %" PRIu64 ")\n", syncs);
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  persistence_figure(reply, "sync_failures", failures);
+  fprintf(stderr,
+          "shinglectl: the sync did not complete within %u s (persistence.syncs = %" PRIu64
+          ", waiting for %" PRIu64 "; sync_failures = %" PRIu64 ": see the daemon's log)\n",
+          timeout_seconds, syncs, target, failures);
+  return 1;
+}
+
+// The value of option argv[i] (advancing i), or nullptr after complaining.
+const char* option_value(int argc, char** argv, int& i) {
+  if (i + 1 >= argc) {
+    fprintf(stderr, "shinglectl: %s needs a value\n", argv[i]);
+    return nullptr;
+  }
+  return argv[++i];
+}
+
+int usage_error(const std::string& message) {
+  fprintf(stderr, "shinglectl: %s (shinglectl --help lists the commands and options)\n",
+          message.c_str());
+  return 2;
 }
 
 }  // namespace
@@ -69,9 +197,15 @@ int ask(const std::string& socket_path, const std::string& request) {
 int main(int argc, char** argv) {
   std::string socket_path = "data/shingled.sock";
   std::string command;
-  bool json = false;
+  std::vector<std::string> arguments;  // the command's own positional arguments
+  std::string db, config_path;
+  shingled::OfflineOptions offline;
+  bool batch_given = false, socket_given = false;
+  bool no_wait = false, timeout_given = false;
+  unsigned sync_timeout = 60;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    const char* v = nullptr;
     if (a == "-h" || a == "--help") {
       fputs(kUsage, stdout);
       return 0;
@@ -79,28 +213,109 @@ int main(int argc, char** argv) {
       printf("shinglectl %s\n", SHINGLED_VERSION);
       return 0;
     } else if (a == "-s" || a == "--socket") {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "shinglectl: %s needs a path\n", a.c_str());
-        return 2;
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      socket_path = v;
+      socket_given = true;
+    } else if (a == "-d" || a == "--db") {
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      db = v;
+    } else if (a == "-c" || a == "--config") {
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      config_path = v;
+    } else if (a == "-o" || a == "--output") {
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      offline.output = v;
+    } else if (a == "--batch") {
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = strtoull(v, &end, 10);
+      if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n == 0 || n > 100000000) {
+        return usage_error(std::string("--batch needs a number 1..100000000, not '") + v + "'");
       }
-      socket_path = argv[++i];
+      offline.batch = size_t(n);
+      batch_given = true;
     } else if (a == "--json") {
-      json = true;
-    } else if (command.empty() && a[0] != '-') {
-      command = a;
+      offline.json = true;
+    } else if (a == "--no-wait") {
+      no_wait = true;
+    } else if (a == "--timeout") {
+      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+      char* end = nullptr;
+      const unsigned long t = strtoul(v, &end, 10);
+      if (*v < '0' || *v > '9' || *end != '\0' || t == 0 || t > 86400) {
+        return usage_error(std::string("--timeout needs seconds 1..86400, not '") + v + "'");
+      }
+      sync_timeout = unsigned(t);
+      timeout_given = true;
+    } else if (a == "-" || a[0] != '-') {
+      if (command.empty()) {
+        command = a;
+      } else {
+        arguments.push_back(a);
+      }
     } else {
-      fprintf(stderr, "shinglectl: unknown argument '%s'\n\n%s", a.c_str(), kUsage);
-      return 2;
+      return usage_error("unknown option '" + a + "'");
     }
   }
+
+  const bool offline_command =
+      command == "dump" || command == "import" || command == "import-rspamd" || command == "info";
+  if (command.empty()) {
+    fprintf(stderr, "shinglectl: no command given\n\n%s", kUsage);
+    return 2;
+  }
+  if (!offline_command && command != "stats" && command != "ping" && command != "sync" &&
+      command != "keypair") {
+    return usage_error("unknown command '" + command + "'");
+  }
+  // Options and arguments that mean nothing to the command are refused, not ignored.
+  const size_t max_arguments = command == "import" || command == "import-rspamd" ? 1 : 0;
+  if (arguments.size() > max_arguments) {
+    return usage_error("unexpected argument '" + arguments[max_arguments] + "' for " + command);
+  }
+  if (offline.json && command != "stats" && command != "info") {
+    return usage_error("--json does not apply to " + command);
+  }
+  if (!offline.output.empty() && command != "dump") return usage_error("--output applies to dump only");
+  if (batch_given && command != "import" && command != "import-rspamd") {
+    return usage_error("--batch applies to import and import-rspamd only");
+  }
+  if ((!db.empty() || !config_path.empty()) && !offline_command) {
+    return usage_error("--db and --config apply to dump, import, import-rspamd and info only");
+  }
+  if (!db.empty() && !config_path.empty()) return usage_error("give --db or --config, not both");
+  if (socket_given && command != "stats" && command != "ping" && command != "sync") {
+    return usage_error("--socket applies to stats, ping and sync only");
+  }
+  if ((no_wait || timeout_given) && command != "sync") {
+    return usage_error("--no-wait and --timeout apply to sync only");
+  }
+
   if (command == "keypair") {
     fputs(shingled::render_keypair(shingled::generate_keypair()).c_str(), stdout);
     return 0;
   }
-  if (command == "stats") return ask(socket_path, json ? "stats json" : "stats table");
+  if (command == "stats") return ask(socket_path, offline.json ? "stats json" : "stats table");
   if (command == "ping") return ask(socket_path, "ping");
-  fprintf(stderr, command.empty() ? "shinglectl: no command given\n\n%s"
-                                  : "shinglectl: unknown command\n\n%s",
-          kUsage);
-  return 2;
+  if (command == "sync") return run_sync(socket_path, !no_wait, sync_timeout);
+  if (!config_path.empty()) {
+    shingled::Config config;
+    shingled::ConfigError config_error;
+    if (!shingled::load_config_file(config_path, config, config_error)) {
+      fprintf(stderr, "shinglectl: %s\n", config_error.to_string().c_str());
+      return 1;
+    }
+    if (!config.hashfile.empty()) db = config.hashfile;
+  }
+  if (!db.empty()) offline.db = db;
+  if (command == "dump") return shingled::run_dump(offline);
+  if (command == "info") return shingled::run_info(offline);
+  if (command == "import") {
+    offline.input = arguments.empty() ? "-" : arguments[0];
+    return shingled::run_import(offline);
+  }
+  if (arguments.empty()) return usage_error("import-rspamd needs the rspamd fuzzy database file");
+  offline.input = arguments[0];
+  return shingled::run_import_rspamd(offline);
 }

@@ -50,7 +50,10 @@ struct Config {
   std::vector<ListenAddress> bind_sockets;       // default 127.0.0.1:11335
   uint64_t expire_seconds = 90ull * 24 * 3600;   // `expire`, units s/min/h/d/w
   std::vector<Network> allow_update;             // default: 127.0.0.1, ::1
-  std::string hashfile;                          // reserved for persistence
+  // The LMDB environment (a directory) holding the durable copy, and how
+  // often changes are committed to it (`sync`, rspamd's name and default).
+  std::string hashfile = "data/shingled.lmdb";
+  uint32_t sync_seconds = 60;
   uint64_t max_hashes = 1'000'000;               // capacity of the digest table
   uint64_t max_memory = 0;                       // or: capacity from a RAM budget (bytes)
 
@@ -66,6 +69,7 @@ struct Config {
 
   // Daemon.
   std::string control_socket = "data/shingled.sock";  // Unix socket for shinglectl
+  std::string log_file;  // "" = stderr; reopened on SIGHUP
 };
 
 }  // namespace shingled

@@ -24,12 +24,13 @@ namespace {
 const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
+    "sync", "log_file",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
 // implement yet: refused by name rather than silently ignored.
 const char* const kUnsupportedOptions[] = {
-    "sync", "backend", "servers", "read_servers",
+    "backend", "servers", "read_servers",
     "write_servers", "count", "type", "allow_update_keys",
     "read_only", "blocked", "delay", "skip_hashes", "weak_ids", "dynamic_keys_map",
     "forbidden_ids", "master_timeout", "slave_key", "masters", "master_key",
@@ -216,6 +217,16 @@ class Loader {
     } else if (name == "hashfile") {
       if (v.empty()) return fail(m.line, key + ": the path is empty");
       cfg_.hashfile = v;
+    } else if (name == "log_file") {
+      if (v.empty()) return fail(m.line, "log_file: the path is empty");
+      cfg_.log_file = v;
+    } else if (name == "sync") {
+      uint64_t seconds = 0;
+      if (!ucl_to_duration(v, seconds, err)) return fail(m.line, key + ": " + err);
+      if (seconds < 1 || seconds > 86400) {
+        return fail(m.line, "sync: must be between 1s and 1d (got " + std::to_string(seconds) + "s)");
+      }
+      cfg_.sync_seconds = uint32_t(seconds);
     } else if (name == "max_hashes") {
       uint64_t n = 0;
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);

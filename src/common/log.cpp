@@ -2,16 +2,28 @@
 // One write(2) per line so lines from several threads never interleave.
 #include "common/log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <mutex>
 
 namespace shingled {
 
 namespace {
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::info)};
+std::atomic<int> g_fd{STDERR_FILENO};
+std::mutex g_file_mu;  // guards g_path; never taken by log_message()
+std::string g_path;
+
+int open_for_append(const std::string& path, std::string& error) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) error = path + ": cannot open the log file: " + std::strerror(errno);
+  return fd;
+}
 const char* level_name(LogLevel level) {
   switch (level) {
     case LogLevel::debug: return "debug";
@@ -24,6 +36,30 @@ const char* level_name(LogLevel level) {
 }  // namespace
 
 void set_log_level(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
+
+bool set_log_file(const std::string& path, std::string& error) {
+  std::lock_guard<std::mutex> lock(g_file_mu);
+  const int fd = open_for_append(path, error);
+  if (fd < 0) return false;
+  const int old = g_fd.exchange(fd);
+  if (old != STDERR_FILENO) ::close(old);
+  g_path = path;
+  return true;
+}
+
+bool reopen_log_file(std::string& error) {
+  std::lock_guard<std::mutex> lock(g_file_mu);
+  if (g_path.empty()) return true;
+  const int fd = open_for_append(g_path, error);
+  if (fd < 0) return false;
+  // dup2 swaps the file behind the descriptor number in one step: a thread
+  // logging right now writes to the old file or the new one, never to a
+  // closed descriptor.
+  const bool ok = ::dup2(fd, g_fd.load()) >= 0;
+  if (!ok) error = g_path + ": reopening the log file: " + std::strerror(errno);
+  ::close(fd);
+  return ok;
+}
 
 void log_message(LogLevel level, const char* fmt, ...) {
   if (static_cast<int>(level) < g_min_level.load(std::memory_order_relaxed)) return;
@@ -40,7 +76,7 @@ void log_message(LogLevel level, const char* fmt, ...) {
   va_end(ap);
   n = body < 0 ? n : std::min<int>(n + body, sizeof line - 2);
   line[n++] = '\n';
-  ssize_t ignored = write(STDERR_FILENO, line, n);
+  ssize_t ignored = write(g_fd.load(std::memory_order_relaxed), line, n);
   (void)ignored;
 }
 

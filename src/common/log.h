@@ -1,14 +1,20 @@
-// Log lines to stderr with a timestamp and a level. Never used on the
+// Log lines to stderr (or a file) with a timestamp and a level. Never used on the
 // per-packet path: workers count events and the control socket reports them.
 #pragma once
 
 #include <cstdarg>
+#include <string>
 
 namespace shingled {
 
 enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
 
 void set_log_level(LogLevel level);
+// Appends log lines to `path` from now on (created 0640 if missing).
+bool set_log_file(const std::string& path, std::string& error);
+// SIGHUP after log rotation: reopens the file under its name, atomically
+// for concurrent writers. No-op when logging to stderr.
+bool reopen_log_file(std::string& error);
 void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LOG_DEBUG(...) ::shingled::log_message(::shingled::LogLevel::debug, __VA_ARGS__)

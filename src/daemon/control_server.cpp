@@ -14,6 +14,7 @@
 
 #include "daemon/stats_report.h"
 #include "engine/engine.h"
+#include "persist/persister.h"
 
 namespace shingled {
 
@@ -25,8 +26,8 @@ double now_seconds() {
 }
 }  // namespace
 
-ControlServer::ControlServer(Engine& engine, double start_time)
-    : engine_(engine), start_time_(start_time) {}
+ControlServer::ControlServer(Engine& engine, Persister* persister, double start_time)
+    : engine_(engine), persister_(persister), start_time_(start_time) {}
 
 ControlServer::~ControlServer() {
   if (fd_ >= 0) {
@@ -70,10 +71,17 @@ bool ControlServer::open(const std::string& path, std::string& error) {
 
 std::string ControlServer::answer(const std::string& request) const {
   const double uptime = now_seconds() - start_time_;
-  if (request == "stats" || request == "stats json") return render_stats_json(engine_, uptime);
-  if (request == "stats table") return render_stats_table(engine_, uptime);
+  if (request == "stats" || request == "stats json") {
+    return render_stats_json(engine_, persister_, uptime);
+  }
+  if (request == "stats table") return render_stats_table(engine_, persister_, uptime);
   if (request == "ping") return "pong\n";
-  return "error: unknown request '" + request + "' (known: stats json, stats table, ping)\n";
+  if (request == "sync") {
+    // Answers at once with the sync count to wait for; the client polls.
+    if (persister_ == nullptr) return "error: this daemon persists nothing\n";
+    return "sync " + std::to_string(persister_->request_sync()) + "\n";
+  }
+  return "error: unknown request '" + request + "' (known: stats json, stats table, ping, sync)\n";
 }
 
 void ControlServer::serve_pending() {

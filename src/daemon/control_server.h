@@ -1,7 +1,7 @@
 // The control socket: a Unix stream socket on which `shinglectl` asks for
 // live figures. One short request line per connection ("stats json",
-// "stats table", "ping"), one answer, then the server closes. Served from the
-// daemon's main thread, never from a worker.
+// "stats table", "ping", "sync"), one answer, then the server closes. Served
+// from the daemon's main thread, never from a worker.
 #pragma once
 
 #include <string>
@@ -9,10 +9,12 @@
 namespace shingled {
 
 class Engine;
+class Persister;
 
 class ControlServer {
  public:
-  ControlServer(Engine& engine, double start_time);
+  // `persister` may be null (nothing persisted; "sync" is then refused).
+  ControlServer(Engine& engine, Persister* persister, double start_time);
   ~ControlServer();
 
   // Binds `path` (replacing a stale socket file, refusing a live one).
@@ -26,6 +28,7 @@ class ControlServer {
   std::string answer(const std::string& request) const;
 
   Engine& engine_;
+  Persister* persister_;
   double start_time_;
   int fd_ = -1;
   std::string path_;

@@ -13,10 +13,16 @@
 #include <ctime>
 #include <string>
 
+#include "common/clock.h"
 #include "common/config_loader.h"
 #include "common/log.h"
 #include "daemon/control_server.h"
+#include "common/cpu.h"
 #include "engine/engine.h"
+#include "persist/fuzzy_loader.h"
+#include "persist/fuzzy_record_codec.h"
+#include "persist/lmdb_environment.h"
+#include "persist/persister.h"
 #include "store/fuzzy_store.h"
 #include "wire/base32.h"
 #include "wire/keypair_text.h"
@@ -30,7 +36,8 @@ const char kUsage[] =
     "\n"
     "A fuzzy hash storage wire-compatible with rspamd's fuzzy storage worker.\n"
     "With no --config it listens on 127.0.0.1:11335, accepts updates from\n"
-    "loopback only and keeps its control socket at data/shingled.sock.\n"
+    "loopback only, keeps its hashes in data/shingled.lmdb (synced every 60 s)\n"
+    "and its control socket at data/shingled.sock.\n"
     "\n"
     "  -c, --config FILE     read the configuration from FILE (UCL, rspamd option names)\n"
     "  -t, --check-config    check the configuration, print a summary and exit\n"
@@ -38,7 +45,8 @@ const char kUsage[] =
     "  -h, --help            show this help\n"
     "  -v, --version         show the version\n"
     "\n"
-    "Signals: SIGTERM and SIGINT stop the daemon.\n"
+    "Signals: SIGTERM and SIGINT sync to disk and stop the daemon; SIGHUP\n"
+    "reopens the log file (log_file) after rotation.\n"
     "Live figures: shinglectl stats [--json] [--socket PATH]\n";
 
 struct Options {
@@ -128,7 +136,9 @@ void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
     printf("  keypair        %s%s\n", keypair_id(keypairs[i]).c_str(), i == 0 ? " (default)" : "");
   }
   printf("  encrypted_only %s\n", c.encrypted_only ? "yes" : "no");
+  printf("  hashfile       %s (sync every %u s)\n", c.hashfile.c_str(), c.sync_seconds);
   printf("  control_socket %s\n", c.control_socket.c_str());
+  printf("  log_file       %s\n", c.log_file.empty() ? "(stderr)" : c.log_file.c_str());
 }
 
 // Creates the directory that holds `path` when it is a relative default
@@ -138,6 +148,10 @@ void ensure_parent_dir(const std::string& path) {
   if (slash == std::string::npos || slash == 0) return;
   mkdir(path.substr(0, slash).c_str(), 0755);
 }
+
+// LMDB's map is address space, not memory or disk: start large so that
+// growing it (which needs a pause in writing) is rare.
+constexpr size_t kInitialMapBytes = size_t(16) << 30;
 
 double monotonic_seconds() {
   timespec ts;
@@ -176,6 +190,14 @@ int run(int argc, char** argv) {
     print_summary(config, keypairs);
     return 0;
   }
+  if (!config.log_file.empty()) {
+    std::string error;
+    ensure_parent_dir(config.log_file);
+    if (!set_log_file(config.log_file, error)) {
+      fprintf(stderr, "shingled: %s\n", error.c_str());
+      return 1;
+    }
+  }
 
   // Workers inherit this mask: signals reach only the main thread's signalfd.
   sigset_t signals;
@@ -210,11 +232,46 @@ int run(int argc, char** argv) {
     return 1;
   }
 
+  // The durable copy, loaded into the shards before any socket opens.
+  std::string error;
+  LmdbEnvironment env;
+  ensure_parent_dir(config.hashfile);
+  if (!env.open(config.hashfile, kInitialMapBytes, error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return 1;
+  }
+  env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
+  FuzzyPending expired_at_load;
+  {
+    const unsigned threads =
+        config.workers != 0 ? config.workers : static_cast<unsigned>(allowed_cpus().size());
+    FuzzyLoadReport report;
+    if (!load_fuzzy_store(env, *store, unix_seconds_now(), threads, expired_at_load, report,
+                          error)) {
+      fprintf(stderr, "shingled: %s\n", error.c_str());
+      return 1;
+    }
+    LOG_INFO("loaded %llu hashes (%llu index entries) from %s in %.2f s with %u thread(s)%s",
+             static_cast<unsigned long long>(report.loaded),
+             static_cast<unsigned long long>(report.shingles), config.hashfile.c_str(),
+             report.seconds, threads, report.records == 0 ? " (new database)" : "");
+    if (report.expired != 0) {
+      LOG_INFO("%llu stored hashes had expired; they are deleted at the first sync",
+               static_cast<unsigned long long>(report.expired));
+    }
+    if (report.undecodable != 0) {
+      LOG_WARN("%llu stored records could not be decoded and were skipped (left on disk)",
+               static_cast<unsigned long long>(report.undecodable));
+    }
+  }
+
   const double started = monotonic_seconds();
   Engine engine(config, *store, keypairs);
-  ControlServer control(engine, started);
+  Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
+  persister.seed(std::move(expired_at_load));
+  persister.start();
+  ControlServer control(engine, &persister, started);
   ensure_parent_dir(config.control_socket);
-  std::string error;
   if (!control.open(config.control_socket, error)) {
     fprintf(stderr, "shingled: %s\n", error.c_str());
     return 1;
@@ -241,7 +298,14 @@ int run(int argc, char** argv) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
       if (si.ssi_signo == SIGHUP) {
-        LOG_INFO("SIGHUP: logs go to stderr; nothing to reopen");
+        std::string log_error;
+        if (config.log_file.empty()) {
+          LOG_INFO("SIGHUP: logs go to stderr; nothing to reopen");
+        } else if (reopen_log_file(log_error)) {
+          LOG_INFO("SIGHUP: log file reopened");
+        } else {
+          LOG_ERROR("SIGHUP: %s (still writing to the old file)", log_error.c_str());
+        }
         continue;
       }
       LOG_INFO("signal %u: stopping", si.ssi_signo);
@@ -249,8 +313,13 @@ int run(int argc, char** argv) {
     }
   }
   engine.stop();
-  LOG_INFO("stopped with %llu stored hashes", static_cast<unsigned long long>(store->stored_hashes()));
-  return 0;
+  LOG_INFO("workers stopped; syncing %llu pending changes to %s",
+           static_cast<unsigned long long>(persister.stats().pending.load()),
+           config.hashfile.c_str());
+  const bool synced = persister.finish();
+  LOG_INFO("stopped with %llu stored hashes%s", static_cast<unsigned long long>(store->stored_hashes()),
+           synced ? ", all synced" : "; THE LAST SYNC FAILED (see above)");
+  return synced ? 0 : 1;
 }
 
 }  // namespace

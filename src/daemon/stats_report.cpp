@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "persist/persister.h"
 #include "wire/base32.h"
 
 namespace shingled {
@@ -70,9 +71,39 @@ void append(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(buf, std::min<size_t>(size_t(n), sizeof buf - 1));
 }
 
+struct PersistRow {
+  const char* name;
+  uint64_t value;
+};
+
+std::vector<PersistRow> collect_persistence(const Engine& engine, const Persister& p) {
+  const PersisterStats& s = p.stats();
+  uint64_t recorded = 0, allocated = 0, held = 0;
+  for (const auto& f : engine.change_feeds()) {
+    recorded += f->recorded();
+    allocated += f->chunks_allocated();
+    held += f->chunks_held_back();
+  }
+  return {
+      {"sync_seconds", p.sync_seconds()},
+      {"syncs", s.syncs.load()},
+      {"sync_failures", s.sync_failures.load()},
+      {"sync_in_progress", s.sync_in_progress.load()},
+      {"last_sync_unix", s.last_sync_unix.load()},
+      {"last_sync_changes", s.last_sync_changes.load()},
+      {"last_sync_ms", s.last_sync_ms.load()},
+      {"pending_changes", s.pending.load()},
+      {"changes_recorded", recorded},
+      {"changes_received", s.received.load()},
+      {"feed_chunks_allocated", allocated},
+      {"feed_chunks_held_back", held},
+      {"db_bytes", s.db_bytes.load()},
+  };
+}
+
 }  // namespace
 
-std::string render_stats_json(const Engine& engine, double uptime) {
+std::string render_stats_json(const Engine& engine, const Persister* persister, double uptime) {
   const std::vector<Row> rows = collect(engine);
   const FuzzyStore& store = engine.store();
   std::string out = "{";
@@ -106,11 +137,21 @@ std::string render_stats_json(const Engine& engine, double uptime) {
            static_cast<unsigned long long>(keys[k].hits),
            static_cast<unsigned long long>(keys[k].decrypt_failures));
   }
-  out += "]}\n";
+  out += "]";
+  if (persister != nullptr) {
+    out += ",\"persistence\":{";
+    const std::vector<PersistRow> p = collect_persistence(engine, *persister);
+    for (size_t i = 0; i < p.size(); ++i) {
+      append(out, "%s\"%s\":%llu", i ? "," : "", p[i].name,
+             static_cast<unsigned long long>(p[i].value));
+    }
+    out += "}";
+  }
+  out += "}\n";
   return out;
 }
 
-std::string render_stats_table(const Engine& engine, double uptime) {
+std::string render_stats_table(const Engine& engine, const Persister* persister, double uptime) {
   const std::vector<Row> rows = collect(engine);
   const FuzzyStore& store = engine.store();
   std::string out;
@@ -140,6 +181,12 @@ std::string render_stats_table(const Engine& engine, double uptime) {
              static_cast<unsigned long long>(keys[k].decrypt_failures));
     }
     out += "(* default keypair)\n";
+  }
+  if (persister != nullptr) {
+    out += "\npersistence\n";
+    for (const PersistRow& r : collect_persistence(engine, *persister)) {
+      append(out, "%-30s %14llu\n", r.name, static_cast<unsigned long long>(r.value));
+    }
   }
   return out;
 }

@@ -7,8 +7,12 @@
 namespace shingled {
 
 class Engine;
+class Persister;
 
-std::string render_stats_json(const Engine& engine, double uptime_seconds);
-std::string render_stats_table(const Engine& engine, double uptime_seconds);
+// `persister` may be null (nothing persisted): its section is then omitted.
+std::string render_stats_json(const Engine& engine, const Persister* persister,
+                              double uptime_seconds);
+std::string render_stats_table(const Engine& engine, const Persister* persister,
+                               double uptime_seconds);
 
 }  // namespace shingled

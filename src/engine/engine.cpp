@@ -21,6 +21,15 @@ Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> key
 
 Engine::~Engine() { stop(); }
 
+std::vector<ChangeFeed*> Engine::enable_change_feeds() {
+  if (feeds_.empty()) {
+    for (unsigned i = 0; i < worker_count_; ++i) feeds_.push_back(std::make_unique<ChangeFeed>());
+  }
+  std::vector<ChangeFeed*> out;
+  for (auto& f : feeds_) out.push_back(f.get());
+  return out;
+}
+
 bool Engine::start(std::string& error) {
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {
@@ -37,7 +46,8 @@ bool Engine::start(std::string& error) {
       return false;
     }
     io_name_ = io->name();
-    workers_.push_back(std::make_unique<Worker>(*this, i, std::move(io)));
+    ChangeFeed* feed = feeds_.empty() ? nullptr : feeds_[i].get();
+    workers_.push_back(std::make_unique<Worker>(*this, i, std::move(io), feed));
   }
   const std::vector<int> cpus = allowed_cpus();
   for (unsigned i = 0; i < worker_count_; ++i) {

@@ -11,8 +11,9 @@
 #include "common/config.h"
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
-#include "engine/spsc_ring.h"
+#include "common/spsc_ring.h"
 #include "engine/worker.h"
+#include "persist/change_feed.h"
 #include "store/fuzzy_store.h"
 
 namespace shingled {
@@ -24,6 +25,12 @@ class Engine {
   // `keypairs`: the decoded server keypairs, the first being the default.
   Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {});
   ~Engine();
+
+  // Before start(): gives each worker a feed for its store changes and
+  // returns them for the persistence thread (one per worker, in order). The
+  // feeds live as long as the engine.
+  std::vector<ChangeFeed*> enable_change_feeds();
+  const std::vector<std::unique_ptr<ChangeFeed>>& change_feeds() const { return feeds_; }
 
   // Creates the I/O backend of every worker (falling back from io_uring to
   // recvmmsg with a log line when io_uring cannot be set up) and starts them.
@@ -49,6 +56,7 @@ class Engine {
   FuzzyService service_;
   unsigned worker_count_ = 0;
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
+  std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;
   bool running_ = false;

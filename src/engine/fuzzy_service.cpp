@@ -211,12 +211,12 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
   const unsigned shard = store_.shard_of(hash);
   if (req.cmd == fuzzy::kDel) {
     stats.del.add();
-    store_.remove(shard, hash, req.digest);
+    store_.remove(shard, hash, req.digest, ctx.changes);
     return encode(req, seal, acknowledgement(req), ctx, reply);
   }
 
   stats.write.add();
-  const WriteResult w = store_.write(shard, hash, req, now);
+  const WriteResult w = store_.write(shard, hash, req, now, ctx.changes);
   if (w.status == WriteResult::full) {
     stats.store_full.add();
     return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);

@@ -43,12 +43,14 @@ class DirectIndexSink final : public IndexSink {
 };
 
 // What one worker core brings to request handling: its counters, its cache
-// of shared keys and its nonce source. Never shared between threads.
+// of shared keys, its nonce source and, when the daemon persists, the feed
+// its changes go to. Never shared between threads.
 struct WorkerContext {
   explicit WorkerContext(size_t key_cache_size) : keys(key_cache_size) {}
   WorkerStats stats;
   SharedKeyCache keys;
   crypto::NonceSource nonces;
+  FuzzyChangeSink* changes = nullptr;  // null: nothing is persisted
 };
 
 // How the reply to one request must be sent: plain, or sealed with the

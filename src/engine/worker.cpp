@@ -20,12 +20,14 @@ constexpr unsigned kDeepIdleAfter = 200;
 constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it never stalls
 }  // namespace
 
-Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io)
+Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, ChangeFeed* changes)
     : engine_(engine),
       index_(index),
       io_(std::move(io)),
       service_(engine.service()),
-      ctx_(engine.config().keypair_cache_size) {
+      ctx_(engine.config().keypair_cache_size),
+      feed_(changes) {
+  ctx_.changes = changes;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   io_->set_wake_fd(wake_fd_);
   const unsigned n = engine_.worker_count();
@@ -106,8 +108,12 @@ void Worker::run(int cpu) {
     idle_streak = idle ? idle_streak + 1 : 0;
     stats_.loop_iterations.add();
     upkeep(now);
+    // After the replies went out: a sync marker pushed now follows every
+    // change this core has acknowledged so far (persist/change_feed.h).
+    if (feed_ != nullptr) feed_->flush();
   }
   io_->flush();
+  if (feed_ != nullptr) feed_->flush();
 }
 
 void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
@@ -297,7 +303,7 @@ void Worker::upkeep(uint32_t now) {
     if (engine_.owner_of_shard(static_cast<unsigned>(sweep_shard_)) == index_) break;
   }
   FuzzyStore::SweepStats s;
-  store.sweep(static_cast<unsigned>(sweep_shard_), now, kSweepBucketsPerTick, s);
+  store.sweep(static_cast<unsigned>(sweep_shard_), now, kSweepBucketsPerTick, s, ctx_.changes);
   if (s.expired) stats_.expired.add(s.expired);
   publish_io_counters();
 }

@@ -15,9 +15,10 @@
 
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
-#include "engine/spsc_ring.h"
+#include "common/spsc_ring.h"
 #include "engine/stats.h"
 #include "io/packet_io.h"
+#include "persist/change_feed.h"
 
 namespace shingled {
 
@@ -25,7 +26,8 @@ class Engine;
 
 class Worker final : private IndexSink {
  public:
-  Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io);
+  // `changes`: where this worker's store changes go (null: not persisted).
+  Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, ChangeFeed* changes);
   ~Worker() override;
 
   unsigned index() const { return index_; }
@@ -64,6 +66,7 @@ class Worker final : private IndexSink {
   FuzzyService& service_;
   WorkerContext ctx_;  // counters, shared-key cache, nonce source
   WorkerStats& stats_ = ctx_.stats;
+  ChangeFeed* feed_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> sleeping_{0};  // 1 while about to wait in receive_burst

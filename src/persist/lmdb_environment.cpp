@@ -4,9 +4,12 @@
 #include "persist/lmdb_environment.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -81,6 +84,17 @@ int put_meta(MDB_txn* txn, MDB_dbi meta, std::string_view key, uint64_t value, i
   return mdb_put(txn, meta, &k, &v, 0);
 }
 
+// "SQLite format 3\0" opens every SQLite file: rspamd's own fuzzy.db is one,
+// and users will point `hashfile` at it out of habit.
+bool is_sqlite_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[16] = {};
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  return got == 16 && std::memcmp(head, "SQLite format 3", 16) == 0;
+}
+
 }  // namespace
 
 const char* record_type_name(RecordType type) {
@@ -99,28 +113,76 @@ void LmdbEnvironment::close() {
   env_ = nullptr;
   meta_dbi_ = 0;
   for (auto& d : type_dbi_) d = 0;
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+}
+
+void LmdbEnvironment::set_merger(RecordType type, ValueMerger merger) {
+  if (valid_type(type)) mergers_[static_cast<unsigned>(type)] = std::move(merger);
+}
+
+bool LmdbEnvironment::take_writer_lock(std::string& error) {
+  const std::string lock_path = path_ + "/shingled.lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) {
+    error = lock_path + ": cannot open the writer lock: " + std::strerror(errno);
+    return false;
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[32] = {};
+    const ssize_t got = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    std::string who = got > 0 ? std::string(holder, size_t(got)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    error = path_ + ": " +
+            (err == EWOULDBLOCK
+                 ? "in use by another process" + (who.empty() ? std::string() : " (pid " + who + ")") +
+                       "; stop it first, or read with a read-only command (dump, info)"
+                 : std::string("cannot lock: ") + std::strerror(err));
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return false;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    // Only the pid in the message above is lost; the lock itself holds.
+  }
+  return true;
 }
 
 bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
-                           std::string& error) {
+                           std::string& error, Access access) {
   close();
   try {
     path_ = path;
+    access_ = access;
     if (path.empty()) {
       error = "LMDB environment path is empty";
       return false;
     }
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
+      if (access == Access::read_only) {
+        error = path + ": no such database: " + std::strerror(errno);
+        return false;
+      }
       if (errno != ENOENT || ::mkdir(path.c_str(), 0700) != 0) {
         error = path + ": cannot create the environment directory: " + std::strerror(errno);
         return false;
       }
     } else if (!S_ISDIR(st.st_mode)) {
-      error = path + ": not a directory (an LMDB environment here is a directory "
-                     "holding data.mdb and lock.mdb)";
+      if (is_sqlite_file(path)) {
+        error = path + ": an SQLite file (rspamd's sqlite fuzzy backend?), not a shingled "
+                       "database; shingled keeps an LMDB directory: name a new directory "
+                       "and bring the hashes over with `shinglectl import-rspamd " +
+                path + " --db DIR`";
+      } else {
+        error = path + ": not a directory (an LMDB environment here is a directory "
+                       "holding data.mdb and lock.mdb)";
+      }
       return false;
     }
+    if (access == Access::read_write && !take_writer_lock(error)) return false;
 
     int rc = mdb_env_create(&env_);
     if (rc != 0) {
@@ -138,7 +200,7 @@ bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
       close();
       return false;
     }
-    rc = mdb_env_open(env_, path.c_str(), 0, 0600);
+    rc = mdb_env_open(env_, path.c_str(), access == Access::read_only ? MDB_RDONLY : 0, 0600);
     if (rc != 0) {
       if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
         error = mdb_fail(path, "not a usable LMDB environment (data.mdb)", rc);
@@ -161,8 +223,9 @@ bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
 }
 
 bool LmdbEnvironment::check_or_create_schema(std::string& error) {
+  const bool read_only = access_ == Access::read_only;
   TxnGuard txn;
-  int rc = mdb_txn_begin(env_, nullptr, 0, &txn.txn);
+  int rc = mdb_txn_begin(env_, nullptr, read_only ? MDB_RDONLY : 0, &txn.txn);
   if (rc != 0) {
     txn.txn = nullptr;
     error = mdb_fail(path_, "beginning the schema transaction", rc);
@@ -170,6 +233,10 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
   }
   MDB_dbi meta;
   rc = mdb_dbi_open(txn.txn, kMetaDb, 0, &meta);
+  if (rc == MDB_NOTFOUND && read_only) {
+    error = path_ + ": holds no shingled database (no \"meta\" database)";
+    return false;
+  }
   if (rc == MDB_NOTFOUND) {
     // No "meta": either a brand-new environment (create it) or someone else's.
     MDB_dbi main_db;
@@ -229,7 +296,7 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
 
   for (unsigned t = 1; t <= 3; ++t) {
     const char* name = record_type_name(static_cast<RecordType>(t));
-    rc = mdb_dbi_open(txn.txn, name, MDB_CREATE, &type_dbi_[t]);
+    rc = mdb_dbi_open(txn.txn, name, read_only ? 0 : MDB_CREATE, &type_dbi_[t]);
     if (rc != 0) {
       error = mdb_fail(path_, std::string("opening the ") + name + " database", rc);
       return false;
@@ -265,6 +332,7 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
     error = mdb_fail(path_, "beginning the write transaction", rc);
     return false;
   }
+  std::string merged;
   for (size_t j = 0; j < n; ++j) {
     const size_t i = order[j];
     const Change& c = changes[i];
@@ -273,6 +341,17 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
     if (c.erase) {
       rc = mdb_del(txn.txn, dbi, &k, nullptr);
       if (rc == MDB_NOTFOUND) rc = 0;  // already gone: the goal is reached
+    } else if (c.merge && mergers_[static_cast<unsigned>(c.type)]) {
+      MDB_val stored;
+      rc = mdb_get(txn.txn, dbi, &k, &stored);
+      if (rc == 0) {
+        mergers_[static_cast<unsigned>(c.type)](as_view(stored), c.value, merged);
+        MDB_val v = as_val(merged);
+        rc = mdb_put(txn.txn, dbi, &k, &v, 0);
+      } else if (rc == MDB_NOTFOUND) {
+        MDB_val v = as_val(c.value);
+        rc = mdb_put(txn.txn, dbi, &k, &v, 0);
+      }
     } else {
       MDB_val v = as_val(c.value);
       rc = mdb_put(txn.txn, dbi, &k, &v, 0);
@@ -303,6 +382,10 @@ bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
   try {
     if (env_ == nullptr) {
       error = "LMDB environment is not open";
+      return false;
+    }
+    if (access_ == Access::read_only) {
+      error = path_ + ": opened read-only";
       return false;
     }
     const size_t max_key = size_t(mdb_env_get_maxkeysize(env_));

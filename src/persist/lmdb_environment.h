@@ -23,15 +23,23 @@ enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3 };
 const char* record_type_name(RecordType type);
 
 // One record changed since the last sync. erase = true deletes key (value is
-// ignored; deleting a missing key is not an error). Keys are 1..511 bytes
-// (LMDB's limit); values are any length. The views must stay valid for the
-// duration of apply().
+// ignored; deleting a missing key is not an error). merge = true stores
+// what the type's merger (set_merger) makes of the value and the stored one
+// when the key exists, the value itself when it does not. Keys are 1..511
+// bytes (LMDB's limit); values are any length. The views must stay valid for
+// the duration of apply().
 struct Change {
   RecordType type;
   bool erase;
   std::string_view key;
   std::string_view value;
+  bool merge = false;
 };
+
+// Combines a change's value with the value stored under its key; writes the
+// value to store into `out`.
+using ValueMerger =
+    std::function<void(std::string_view stored, std::string_view value, std::string& out)>;
 
 // The environment on disk is a directory (LMDB's default layout, not
 // MDB_NOSUBDIR): <path>/data.mdb and <path>/lock.mdb. open() creates the
@@ -45,9 +53,16 @@ struct Change {
 //
 // Threading: not thread-safe. One thread at a time calls it (the loader at
 // startup, then the persistence thread); it never hands out transactions.
+//
+// Processes: one writer per environment. Opening read_write takes an
+// exclusive lock on <path>/shingled.lock (flock, released when the process
+// exits, however it exits) and refuses while another process holds it,
+// naming that process. read_only opens never lock, so `shinglectl dump`
+// works beside a running daemon (LMDB readers see the last committed sync).
 class LmdbEnvironment {
  public:
   static constexpr uint32_t kSchemaVersion = 1;
+  enum class Access { read_write, read_only };
 
   LmdbEnvironment() = default;
   ~LmdbEnvironment();
@@ -61,11 +76,16 @@ class LmdbEnvironment {
   // a path that is not a directory, a data file that is not LMDB, an LMDB
   // environment that is not ours (no "meta"), and a schema version other than
   // kSchemaVersion (the message names the found and the expected version).
-  // On failure the object stays closed.
-  bool open(const std::string& path, size_t map_size_bytes, std::string& error);
+  // On failure the object stays closed. read_only never creates anything
+  // and refuses a path that holds no shingled environment.
+  bool open(const std::string& path, size_t map_size_bytes, std::string& error,
+            Access access = Access::read_write);
   void close();
   bool is_open() const { return env_ != nullptr; }
   const std::string& path() const { return path_; }
+
+  // How apply() combines Change::merge values of `type` with stored ones.
+  void set_merger(RecordType type, ValueMerger merger);
 
   // Writes all n changes and last_sync = sync_time in ONE write transaction
   // and commits durably (fsync). All or nothing: on false nothing of this
@@ -93,6 +113,7 @@ class LmdbEnvironment {
   size_t map_size() const;
 
  private:
+  bool take_writer_lock(std::string& error);
   bool check_or_create_schema(std::string& error);
   bool grow_map(std::string& error);
   bool apply_once(const Change* changes, const std::vector<size_t>& order,
@@ -102,6 +123,9 @@ class LmdbEnvironment {
   std::string path_;
   unsigned int meta_dbi_ = 0;  // MDB_dbi
   unsigned int type_dbi_[4] = {0, 0, 0, 0};  // indexed by RecordType value
+  ValueMerger mergers_[4];                   // indexed by RecordType value
+  Access access_ = Access::read_write;
+  int lock_fd_ = -1;                         // the writer lock, read_write only
 };
 
 }  // namespace shingled

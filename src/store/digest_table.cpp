@@ -359,14 +359,38 @@ bool DigestTable::remove(uint64_t hash, const uint8_t* digest, uint32_t dead_sta
   return true;
 }
 
+DigestTable::WriteStatus DigestTable::restore(uint64_t hash, const FuzzyRecord& record,
+                                              uint32_t& slot) {
+  const unsigned n = std::min<unsigned>(record.n_flags, fuzzy::kMaxFlagsPerDigest);
+  if (n == 0) return WriteStatus::full;
+  WriteStatus st = write(hash, record.digest, record.flags[0].flag, record.flags[0].value,
+                         false, record.last_write, 0, true, slot);
+  if (st == WriteStatus::full) return st;
+  for (unsigned k = 1; k < n; ++k) {
+    write(hash, record.digest, record.flags[k].flag, record.flags[k].value, false,
+          record.last_write, 0, false, slot);
+  }
+  Bucket& b = buckets_[slot / kWays];
+  const uint32_t v = seq_write_begin(b.version);
+  shared_store(b.records[slot % kWays].first_write, record.first_write);
+  seq_write_end(b.version, v);
+  return st;
+}
+
 size_t DigestTable::expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff,
-                                 uint32_t dead_stamp) {
+                                 uint32_t dead_stamp, FuzzyChangeSink* changes) {
   size_t removed = 0;
   for (size_t n = 0; n < buckets && n < total_buckets(); ++n) {
     if (cursor >= total_buckets()) cursor = 0;
     Bucket& b = buckets_[cursor++];
     for (unsigned w = 0; w < kWays; ++w) {
       if (b.tags[w] != 0 && b.records[w].last_write < cutoff) {
+        if (changes != nullptr) {
+          FuzzyChange& c = changes->next();
+          c.erase = true;
+          std::memcpy(c.record.digest, b.records[w].digest, kFuzzyDigestBytes);
+          changes->commit();
+        }
         kill(b, w, dead_stamp);
         ++removed;
       }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shingled/fuzzy_wire.h"
+#include "store/fuzzy_record.h"
 #include "wire/fuzzy_reply.h"
 
 namespace shingled {
@@ -66,11 +67,17 @@ class DigestTable {
   WriteStatus write(uint64_t hash, const uint8_t* digest, uint32_t flag, int32_t value,
                     bool weak, uint32_t now, uint32_t reusable_stamp, bool may_create,
                     uint32_t& slot);
+  // Recreates a record exactly as it was stored (flags in any order, both
+  // times), for the loader at startup: before any reader runs, on a table
+  // whose slots were never used.
+  WriteStatus restore(uint64_t hash, const FuzzyRecord& record, uint32_t& slot);
   // Removes the record; its slot is quarantined with `dead_stamp`.
   bool remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp);
   // Removes records last written before `cutoff`, scanning `buckets` buckets
-  // from `cursor` (which it advances, wrapping). Returns records removed.
-  size_t expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff, uint32_t dead_stamp);
+  // from `cursor` (which it advances, wrapping), and reports each removal to
+  // `changes` when given. Returns records removed.
+  size_t expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff, uint32_t dead_stamp,
+                      FuzzyChangeSink* changes);
   // Values that saturated at INT32_MAX/MIN (rspamd's value is an i32).
   uint64_t saturations() const { return saturations_; }
   uint64_t extra_pool_exhausted() const { return extra_exhausted_; }

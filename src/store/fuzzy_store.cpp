@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace shingled {
@@ -206,8 +207,49 @@ uint32_t FuzzyStore::reusable_stamp() const {
   return least;
 }
 
+namespace {
+
+void report_write(const DigestTable& table, uint32_t slot, const fuzzy::Request& req,
+                  FuzzyChangeSink& changes) {
+  RecordView view;
+  if (!table.read_slot(slot, view)) return;
+  FuzzyChange& c = changes.next();
+  c.erase = false;
+  FuzzyRecord& r = c.record;
+  std::memcpy(r.digest, view.digest, kFuzzyDigestBytes);
+  r.n_flags = view.n_flags;
+  for (unsigned k = 0; k < kFuzzyRecordMaxFlags; ++k) {
+    r.flags[k].flag = k < view.n_flags ? view.flags[k].flag : 0;
+    r.flags[k].value = k < view.n_flags ? view.flags[k].value : 0;
+  }
+  r.first_write = view.first_write;
+  r.last_write = view.last_write;
+  r.has_shingles = req.has_shingles;
+  if (req.has_shingles) std::memcpy(r.shingles, req.shingles, sizeof r.shingles);
+  changes.commit();
+}
+
+}  // namespace
+
+uint32_t FuzzyStore::restore(const FuzzyRecord& record) {
+  const uint64_t hash = digest_hash(record.digest);
+  const unsigned shard = shard_of(hash);
+  if (stored_hashes() >= options_.max_hashes) return 0;
+  uint32_t slot = 0;
+  switch (shards_[shard]->digests.restore(hash, record, slot)) {
+    case DigestTable::WriteStatus::created:
+      stored_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DigestTable::WriteStatus::updated:
+      break;
+    case DigestTable::WriteStatus::full:
+      return 0;
+  }
+  return make_ref(shard, slot);
+}
+
 WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Request& req,
-                              uint32_t now) {
+                              uint32_t now, FuzzyChangeSink* changes) {
   WriteResult result;
   const bool may_create = stored_hashes() < options_.max_hashes;
   uint32_t slot = 0;
@@ -224,12 +266,20 @@ WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Reques
       return result;
   }
   result.ref = make_ref(shard, slot);
+  if (changes != nullptr) report_write(shards_[shard]->digests, slot, req, *changes);
   return result;
 }
 
-bool FuzzyStore::remove(unsigned shard, uint64_t hash, const uint8_t* digest) {
+bool FuzzyStore::remove(unsigned shard, uint64_t hash, const uint8_t* digest,
+                        FuzzyChangeSink* changes) {
   if (!shards_[shard]->digests.remove(hash, digest, dead_stamp())) return false;
   stored_.fetch_sub(1, std::memory_order_relaxed);
+  if (changes != nullptr) {
+    FuzzyChange& c = changes->next();
+    c.erase = true;
+    std::memcpy(c.record.digest, digest, kFuzzyDigestBytes);
+    changes->commit();
+  }
   return true;
 }
 
@@ -239,10 +289,12 @@ bool FuzzyStore::index_insert(unsigned shard, uint64_t key_hash, uint32_t ref) {
   return false;
 }
 
-void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats) {
+void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats,
+                       FuzzyChangeSink* changes) {
   Shard& s = *shards_[shard];
   const uint32_t cutoff = now > options_.expire_seconds ? now - options_.expire_seconds : 0;
-  const size_t expired = s.digests.expire_slice(s.digest_cursor, buckets, cutoff, dead_stamp());
+  const size_t expired =
+      s.digests.expire_slice(s.digest_cursor, buckets, cutoff, dead_stamp(), changes);
   if (expired) stored_.fetch_sub(expired, std::memory_order_relaxed);
   stats.expired += expired;
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "store/digest_table.h"
+#include "store/fuzzy_record.h"
 #include "store/key_hash.h"
 #include "store/shingle_index.h"
 #include "wire/fuzzy_request.h"
@@ -90,12 +91,22 @@ class FuzzyStore {
 
   // --- owner of the digest's shard ---------------------------------------
   // Applies a WRITE to the digest record. The caller then indexes the
-  // request's shingles with index_keys() + index_insert() on their owners.
-  WriteResult write(unsigned shard, uint64_t hash, const fuzzy::Request& req, uint32_t now);
-  bool remove(unsigned shard, uint64_t hash, const uint8_t* digest);
+  // request's shingles with index_insert() on their owners. With `changes`,
+  // the record as written (and the request's shingles) is reported there.
+  WriteResult write(unsigned shard, uint64_t hash, const fuzzy::Request& req, uint32_t now,
+                    FuzzyChangeSink* changes = nullptr);
+  bool remove(unsigned shard, uint64_t hash, const uint8_t* digest,
+              FuzzyChangeSink* changes = nullptr);
+
+  // --- the loader, before any worker runs --------------------------------
+  // Recreates a stored record in its shard (its owner's thread, or any one
+  // thread per shard while nothing else runs). Returns the ref for
+  // index_insert() of its shingles; 0 when the store is full.
+  uint32_t restore(const FuzzyRecord& record);
 
   // --- owner of the index shard ------------------------------------------
   bool index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
+  void prefetch_index(uint64_t key_hash) const { indexes_[shard_of(key_hash)]->prefetch_first(key_hash); }
 
   // --- owner of the shard: background upkeep -----------------------------
   // Expires records of `shard` and clears index entries of dead records,
@@ -104,7 +115,9 @@ class FuzzyStore {
     size_t expired = 0;
     size_t index_cleared = 0;
   };
-  void sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats);
+  // Expired records are reported to `changes` when given.
+  void sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats,
+             FuzzyChangeSink* changes = nullptr);
 
   uint64_t index_full_count() const { return index_full_.load(std::memory_order_relaxed); }
 

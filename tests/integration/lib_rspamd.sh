@@ -519,6 +519,7 @@ bind_socket = "127.0.0.1:$2";
 allow_update = ["$3"];
 workers = 2;
 control_socket = "$1/ctl.sock";
+hashfile = "$1/db";
 ${4:-}$SHINGLED_CONF_EXTRA
 EOF
 }

@@ -64,7 +64,8 @@ TEST(ConfigDefaults, built_in_defaults_listen_and_allow_on_loopback) {
   EXPECT_EQ(cfg.workers, 0u);
   EXPECT_TRUE(cfg.pin_workers);
   EXPECT_EQ(cfg.io, IoBackendKind::uring);
-  EXPECT_TRUE(cfg.hashfile.empty());
+  EXPECT_EQ(cfg.hashfile, "data/shingled.lmdb");
+  EXPECT_EQ(cfg.sync_seconds, 60u);
   EXPECT_EQ(cfg.source, "");
 }
 
@@ -104,6 +105,13 @@ TEST(ConfigOptions, json_document_is_accepted) {
   EXPECT_EQ(bind_texts(cfg), (Strings{"127.0.0.1:1", "[::1]:1"}));
   EXPECT_EQ(cfg.expire_seconds, 3600u);
   EXPECT_EQ(cfg.workers, 0u);
+}
+
+TEST(ConfigOptions, sync_takes_a_duration_within_one_second_and_one_day) {
+  EXPECT_EQ(load_ok("sync = 30").sync_seconds, 30u);
+  EXPECT_EQ(load_ok("sync = 2min").sync_seconds, 120u);
+  expect_error("sync = 0\n", 1, "sync: must be between 1s and 1d (got 0s)");
+  expect_error("sync = 2d\n", 1, "sync: must be between 1s and 1d (got 172800s)");
 }
 
 TEST(ConfigOptions, hashfile_aliases_set_the_same_option) {
@@ -236,7 +244,7 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"sync", "backend", "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
+  for (const char* option : {"backend", "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
                              "ratelimit_rate", "weak_ids", "dynamic_keys_map", "forbidden_ids",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "persist/fuzzy_record.h"
+#include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 
 namespace shingled {

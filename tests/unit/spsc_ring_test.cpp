@@ -1,6 +1,6 @@
 // SPSC ring: FIFO order, bounded capacity, and a producer and a consumer on
 // two threads lose nothing.
-#include "engine/spsc_ring.h"
+#include "common/spsc_ring.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "persist/fuzzy_record.h"
+#include "persist/fuzzy_record_codec.h"
 
 namespace shingled {
 namespace {

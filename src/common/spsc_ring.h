@@ -1,6 +1,7 @@
 // A bounded single-producer/single-consumer ring of fixed-size messages, the
-// only channel between two worker cores. Never blocks and never allocates
-// after construction: push() fails when full, pop() when empty. Head and
+// channel between two threads (two worker cores; a worker and the
+// persistence thread). Never blocks and never allocates after construction:
+// reserve() fails when full, front() when empty. Head and
 // tail sit on their own cache lines, and each side caches the other's index
 // so the common case touches no shared line.
 #pragma once

@@ -1,7 +1,7 @@
-// Encodes and decodes the stored value of one fuzzy digest (fuzzy_record.h
+// Encodes and decodes the stored value of one fuzzy digest (fuzzy_record_codec.h
 // has the layout). Pure and allocation-light; it must never accept a value
 // whose length disagrees with its own header.
-#include "persist/fuzzy_record.h"
+#include "persist/fuzzy_record_codec.h"
 
 #include <cstring>
 
@@ -105,6 +105,25 @@ bool decode_fuzzy_record(std::string_view key, std::string_view value, FuzzyReco
     record.shingles[i] = record.has_shingles ? get64(q + 8 * i) : 0;
   }
   return true;
+}
+
+}  // namespace shingled
+
+namespace shingled {
+
+void merge_fuzzy_values(std::string_view stored, std::string_view value, std::string& out) {
+  out.assign(value);
+  if (value.size() < 2 || stored.size() < 2) return;
+  const auto* v = reinterpret_cast<const uint8_t*>(value.data());
+  const auto* s = reinterpret_cast<const uint8_t*>(stored.data());
+  if (v[0] != kFuzzyRecordFormat || s[0] != kFuzzyRecordFormat) return;
+  const size_t vn = v[1];
+  const size_t sn = s[1];
+  if (vn < 1 || vn > kFuzzyRecordMaxFlags || sn < 1 || sn > kFuzzyRecordMaxFlags) return;
+  if (value.size() != fuzzy_record_value_bytes(vn, false)) return;  // has its own shingles
+  if (stored.size() != fuzzy_record_value_bytes(sn, true)) return;  // nothing to keep
+  out.back() = 1;  // the shingle flag is the last byte of a value without shingles
+  out.append(stored.substr(fuzzy_record_value_bytes(sn, false)));
 }
 
 }  // namespace shingled

@@ -8,21 +8,9 @@
 #include <string>
 #include <string_view>
 
-namespace shingled {
+#include "store/fuzzy_record.h"
 
-// A plain copy of one stored digest, the hand-off between store and persist.
-struct FuzzyRecord {
-  uint8_t digest[64];
-  uint8_t n_flags;  // 1..8 entries used in flags[]
-  struct {
-    uint32_t flag;
-    int32_t value;
-  } flags[8];
-  uint32_t first_write;  // unix seconds
-  uint32_t last_write;   // unix seconds
-  bool has_shingles;
-  uint64_t shingles[32];  // meaningful only if has_shingles
-};
+namespace shingled {
 
 // Value layout, every integer little-endian:
 //   u8  format            = kFuzzyRecordFormat
@@ -32,9 +20,6 @@ struct FuzzyRecord {
 //   u8  shingle flag      0 or 1
 //   32 x u64 shingles     only if the shingle flag is 1
 constexpr uint8_t kFuzzyRecordFormat = 1;
-constexpr size_t kFuzzyDigestBytes = 64;
-constexpr size_t kFuzzyRecordMaxFlags = 8;
-constexpr size_t kFuzzyRecordShingles = 32;
 
 // Exact value size for n flags, with or without shingles.
 constexpr size_t fuzzy_record_value_bytes(size_t n_flags, bool has_shingles) {
@@ -56,5 +41,12 @@ bool encode_fuzzy_record(const FuzzyRecord& record, std::string& out);
 // whose length is not exactly the one its header implies.
 bool decode_fuzzy_record(std::string_view key, std::string_view value, FuzzyRecord& record,
                          std::string& error);
+
+// The LMDB merger of the "fuzzy" database: a change that carries no
+// shingles (a WRITE of a known digest without them) keeps the shingles
+// already stored, so the index can still be rebuilt from disk. Writes
+// `value` with `stored`'s shingles appended when value has none and stored
+// has some; otherwise value itself. Undecodable inputs give value itself.
+void merge_fuzzy_values(std::string_view stored, std::string_view value, std::string& out);
 
 }  // namespace shingled

@@ -1,0 +1,82 @@
+// The hand-off of changed records from one owner core to the persistence
+// thread. The worker fills chunks of changes and passes full ones (and, once
+// per loop, the partial one) through a lock-free SPSC ring; the persistence
+// thread passes emptied chunks back through a second ring, so the steady
+// state allocates nothing. Neither side ever waits for the other.
+//
+// Sync markers: to make a sync include everything a worker acknowledged
+// before the sync began, the persistence thread raises `requested epoch`;
+// the worker, at its next loop, pushes its partial chunk stamped with that
+// epoch. Chunks arrive in order, so when the stamped chunk is drained every
+// earlier change of that worker has been drained too.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+#include "common/spsc_ring.h"
+#include "store/fuzzy_record.h"
+
+namespace shingled {
+
+struct ChangeChunk {
+  static constexpr size_t kCapacity = 64;
+  uint32_t count = 0;
+  uint64_t epoch = 0;  // > 0: the worker had seen sync request `epoch` when it pushed this
+  FuzzyChange changes[kCapacity];
+};
+
+class ChangeFeed final : public FuzzyChangeSink {
+ public:
+  static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
+
+  ChangeFeed();
+  ~ChangeFeed() override;
+  ChangeFeed(const ChangeFeed&) = delete;
+  ChangeFeed& operator=(const ChangeFeed&) = delete;
+
+  // --- the worker (producer) ------------------------------------------------
+  FuzzyChange& next() override;  // FuzzyChangeSink
+  void commit() override;
+  // Once per loop: pushes the partial chunk if it holds anything, or if a
+  // sync marker is due (then stamped, even when empty); retries chunks held
+  // back while the ring was full. Never blocks.
+  void flush();
+  // Changes recorded, chunks allocated because none came back in time, and
+  // chunks held back in a queue because the ring was full (both rare).
+  uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
+  uint64_t chunks_allocated() const { return allocated_.load(std::memory_order_relaxed); }
+  uint64_t chunks_held_back() const { return held_back_.load(std::memory_order_relaxed); }
+
+  // --- the persistence thread (consumer) ------------------------------------
+  // The oldest pushed chunk, or nullptr; give it back with recycle() once its
+  // changes are copied out.
+  ChangeChunk* take();
+  void recycle(ChangeChunk* chunk);
+  // Asks the worker for a marker stamped `epoch` (increasing).
+  void request_epoch(uint64_t epoch) { requested_epoch_.store(epoch, std::memory_order_release); }
+  // Only after the worker thread has been joined (its side is then ours):
+  // pushes what it left behind as far as the ring has room. Returns true
+  // when nothing is left outside the ring; call again after draining.
+  bool producer_finished();
+
+ private:
+  void push_current();
+  ChangeChunk* fresh_chunk();
+
+  SpscRing<ChangeChunk*> full_{kRingChunks};   // worker -> persistence thread
+  SpscRing<ChangeChunk*> empty_{kRingChunks};  // persistence thread -> worker
+  std::atomic<uint64_t> requested_epoch_{0};
+
+  // Worker side.
+  ChangeChunk* current_ = nullptr;
+  std::deque<ChangeChunk*> held_;  // pushed while full_ was full, in order
+  uint64_t marked_epoch_ = 0;
+  std::atomic<uint64_t> recorded_{0};
+  std::atomic<uint64_t> allocated_{0};
+  std::atomic<uint64_t> held_back_{0};
+};
+
+}  // namespace shingled

@@ -1,0 +1,222 @@
+// The persistence thread and its writer (see persister.h).
+#include "persist/persister.h"
+
+#include <chrono>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace shingled {
+
+namespace {
+constexpr auto kIdleSleep = std::chrono::milliseconds(2);
+constexpr uint64_t kSlowMarkersMs = 10'000;
+}  // namespace
+
+Persister::Persister(LmdbEnvironment& env, std::vector<ChangeFeed*> feeds,
+                     PersisterOptions options)
+    : env_(env), feeds_(std::move(feeds)), options_(options), acked_(feeds_.size(), 0) {
+  stats_.last_sync_unix.store(env_.last_sync(), std::memory_order_relaxed);
+  stats_.db_bytes.store(env_.file_bytes(), std::memory_order_relaxed);
+}
+
+Persister::~Persister() {
+  if (drainer_.joinable()) finish();
+}
+
+void Persister::seed(FuzzyPending&& changes) {
+  pending_.absorb_older(std::move(changes));
+  stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+}
+
+void Persister::start() {
+  next_sync_ms_ = monotonic_ms_now() + uint64_t(options_.sync_seconds) * 1000;
+  writer_ = std::thread([this] { write_loop(); });
+  drainer_ = std::thread([this] { run(); });
+}
+
+uint64_t Persister::request_sync() {
+  // Order matters. A sync that starts after the flag is set asks for its
+  // markers after our caller's changes were recorded, so it covers them;
+  // one already active may not. sync_active_ is set before markers are
+  // requested and cleared only after that sync is counted, so reading it
+  // first and the count second can only overestimate.
+  sync_requested_.store(true, std::memory_order_seq_cst);
+  const bool active = sync_active_.load(std::memory_order_seq_cst);
+  return stats_.syncs.load(std::memory_order_seq_cst) + (active ? 2 : 1);
+}
+
+bool Persister::finish() {
+  if (!drainer_.joinable()) return stats_.sync_failures.load() == 0;
+  const uint64_t failures_before = stats_.sync_failures.load();
+  stopping_.store(true, std::memory_order_release);
+  drainer_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_quit_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+  return stats_.sync_failures.load() == failures_before;
+}
+
+bool Persister::drain() {
+  bool moved = false;
+  for (size_t i = 0; i < feeds_.size(); ++i) {
+    // Bounded per feed per round so one busy worker cannot starve the
+    // markers of the others.
+    for (int k = 0; k < 256; ++k) {
+      ChangeChunk* c = feeds_[i]->take();
+      if (c == nullptr) break;
+      for (uint32_t j = 0; j < c->count; ++j) pending_.add(c->changes[j]);
+      stats_.received.fetch_add(c->count, std::memory_order_relaxed);
+      if (c->epoch > acked_[i]) acked_[i] = c->epoch;
+      feeds_[i]->recycle(c);
+      moved = true;
+    }
+  }
+  if (moved) stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+  return moved;
+}
+
+void Persister::run() {
+  while (!stopping_.load(std::memory_order_acquire)) {
+    const bool moved = drain();
+    advance(monotonic_ms_now());
+    if (!moved) std::this_thread::sleep_for(kIdleSleep);
+  }
+  // Workers are joined: whatever they left is in the feeds. Let a running
+  // commit end, take everything, and commit it.
+  while (writer_busy()) std::this_thread::sleep_for(kIdleSleep);
+  take_back_failed();
+  while (!drain_all_final()) {
+  }
+  hand_to_writer();
+  while (writer_busy()) std::this_thread::sleep_for(kIdleSleep);
+  take_back_failed();
+}
+
+bool Persister::drain_all_final() {
+  bool settled = true;
+  for (ChangeFeed* f : feeds_) {
+    if (!f->producer_finished()) settled = false;
+  }
+  if (drain()) settled = false;
+  return settled;
+}
+
+void Persister::advance(uint64_t now_ms) {
+  switch (state_) {
+    case State::idle:
+      if (now_ms < next_sync_ms_ && !sync_requested_.load(std::memory_order_acquire)) return;
+      // Clear the request before marking the sync active: a request landing
+      // in between then either counts on this sync or leaves the flag set.
+      sync_requested_.store(false, std::memory_order_seq_cst);
+      sync_active_.store(true, std::memory_order_seq_cst);
+      ++epoch_;
+      for (ChangeFeed* f : feeds_) f->request_epoch(epoch_);
+      state_ = State::awaiting_markers;
+      awaiting_since_ms_ = now_ms;
+      warned_slow_markers_ = false;
+      [[fallthrough]];
+    case State::awaiting_markers:
+      for (uint64_t a : acked_) {
+        if (a < epoch_) {
+          if (!warned_slow_markers_ && now_ms - awaiting_since_ms_ > kSlowMarkersMs) {
+            LOG_WARN("persistence: a worker has not answered the sync request for %llu s",
+                     (unsigned long long)(kSlowMarkersMs / 1000));
+            warned_slow_markers_ = true;
+          }
+          return;
+        }
+      }
+      hand_to_writer();
+      state_ = State::writing;
+      return;
+    case State::writing:
+      if (writer_busy()) return;
+      take_back_failed();
+      state_ = State::idle;
+      sync_active_.store(false, std::memory_order_seq_cst);
+      next_sync_ms_ = now_ms + uint64_t(options_.sync_seconds) * 1000;
+      return;
+  }
+}
+
+void Persister::hand_to_writer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch_ = std::move(pending_);
+    batch_time_ = unix_seconds_now();
+    batch_ready_ = true;
+    batch_done_ = false;
+    batch_failed_ = false;
+  }
+  pending_ = FuzzyPending();
+  stats_.pending.store(0, std::memory_order_relaxed);
+  stats_.sync_in_progress.store(1, std::memory_order_relaxed);
+  cv_.notify_all();
+}
+
+bool Persister::writer_busy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !batch_done_;
+}
+
+void Persister::take_back_failed() {
+  FuzzyPending failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!batch_failed_) return;
+    failed = std::move(batch_);
+    batch_ = FuzzyPending();
+    batch_failed_ = false;
+  }
+  pending_.absorb_older(std::move(failed));
+  stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+}
+
+void Persister::write_loop() {
+  std::vector<Change> changes;
+  for (;;) {
+    FuzzyPending* batch;
+    uint64_t sync_time;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return batch_ready_ || writer_quit_; });
+      if (!batch_ready_) return;
+      batch_ready_ = false;
+      batch = &batch_;  // ours until batch_done_ is set
+      sync_time = batch_time_;
+    }
+    changes.clear();
+    batch->to_changes(changes);
+    const uint64_t started = monotonic_ms_now();
+    std::string error;
+    const bool ok = env_.apply(changes.data(), changes.size(), sync_time, error);
+    const uint64_t took = monotonic_ms_now() - started;
+    if (ok) {
+      stats_.syncs.fetch_add(1, std::memory_order_relaxed);
+      stats_.last_sync_unix.store(sync_time, std::memory_order_relaxed);
+      stats_.last_sync_changes.store(changes.size(), std::memory_order_relaxed);
+      stats_.last_sync_ms.store(took, std::memory_order_relaxed);
+      stats_.db_bytes.store(env_.file_bytes(), std::memory_order_relaxed);
+      if (changes.size() >= 100'000 || took >= 1000) {
+        LOG_INFO("persistence: synced %zu changes in %llu ms", changes.size(),
+                 (unsigned long long)took);
+      }
+    } else {
+      stats_.sync_failures.fetch_add(1, std::memory_order_relaxed);
+      LOG_ERROR("persistence: sync of %zu changes failed, kept for the next one: %s",
+                changes.size(), error.c_str());
+    }
+    changes.clear();
+    if (ok) batch_ = FuzzyPending();  // still ours: freed here, off the draining thread
+    std::lock_guard<std::mutex> lock(mu_);
+    batch_failed_ = !ok;
+    batch_done_ = true;
+    stats_.sync_in_progress.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace shingled

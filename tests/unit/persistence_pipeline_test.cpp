@@ -1,0 +1,483 @@
+// The path from an owner core to disk: the change feed (chunks, sync markers,
+// back-pressure), the pending set (coalescing rules, including shingles kept
+// across a WRITE without them), the persister (a sync covers everything
+// recorded before it was requested; finish() commits the rest), the writer
+// lock, and the loader (records, flags, times and the shingle index come
+// back; expired ones are deleted, too many refused).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "persist/change_feed.h"
+#include "persist/fuzzy_loader.h"
+#include "persist/fuzzy_pending.h"
+#include "persist/fuzzy_record_codec.h"
+#include "persist/lmdb_environment.h"
+#include "persist/persister.h"
+#include "store/fuzzy_store.h"
+#include "store_test_support.h"
+
+namespace shingled {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+FuzzyRecord record_for(uint64_t id, uint32_t flag, int32_t value, bool shingles,
+                       uint32_t time = 1'700'000'000) {
+  const fuzzy::Request req = test::make_request(id, fuzzy::kWrite, uint8_t(flag), value, shingles);
+  FuzzyRecord r{};
+  std::memcpy(r.digest, req.digest, sizeof r.digest);
+  r.n_flags = 1;
+  r.flags[0].flag = flag;
+  r.flags[0].value = value;
+  r.first_write = time;
+  r.last_write = time;
+  r.has_shingles = shingles;
+  std::memcpy(r.shingles, req.shingles, sizeof r.shingles);
+  return r;
+}
+
+FuzzyChange put(const FuzzyRecord& r) { return FuzzyChange{false, r}; }
+FuzzyChange erase(const FuzzyRecord& r) { return FuzzyChange{true, r}; }
+
+class PersistTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/shingled-persist-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  std::string path() const { return root_ + "/db"; }
+
+  void open(LmdbEnvironment& env) {
+    std::string error;
+    ASSERT_TRUE(env.open(path(), 64 * kMiB, error)) << error;
+    env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
+  }
+  // Every stored fuzzy record, by digest.
+  std::map<std::string, FuzzyRecord> read_all(LmdbEnvironment& env) {
+    std::map<std::string, FuzzyRecord> out;
+    std::string error;
+    EXPECT_TRUE(env.for_each(
+        RecordType::fuzzy,
+        [&](std::string_view k, std::string_view v) {
+          FuzzyRecord r;
+          std::string why;
+          EXPECT_TRUE(decode_fuzzy_record(k, v, r, why)) << why;
+          out[std::string(k)] = r;
+          return true;
+        },
+        error))
+        << error;
+    return out;
+  }
+  void commit(LmdbEnvironment& env, const FuzzyPending& p) {
+    std::vector<Change> changes;
+    p.to_changes(changes);
+    std::string error;
+    ASSERT_TRUE(env.apply(changes.data(), changes.size(), 1, error)) << error;
+  }
+  static std::string key(const FuzzyRecord& r) { return std::string(fuzzy_record_key(r)); }
+
+  std::string root_;
+};
+
+// --- change feed ---------------------------------------------------------------
+
+std::vector<ChangeChunk*> take_all(ChangeFeed& feed) {
+  std::vector<ChangeChunk*> out;
+  while (ChangeChunk* c = feed.take()) out.push_back(c);
+  return out;
+}
+
+TEST(ChangeFeed, full_chunks_go_at_once_partial_ones_at_flush) {
+  ChangeFeed feed;
+  const FuzzyRecord r = record_for(1, 1, 1, true);
+  for (size_t i = 0; i < ChangeChunk::kCapacity + 3; ++i) {
+    feed.next() = put(r);
+    feed.commit();
+  }
+  std::vector<ChangeChunk*> got = take_all(feed);
+  ASSERT_EQ(got.size(), 1u) << "only the full chunk is visible before flush()";
+  EXPECT_EQ(got[0]->count, ChangeChunk::kCapacity);
+  feed.recycle(got[0]);
+  feed.flush();
+  got = take_all(feed);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0]->count, 3u);
+  EXPECT_EQ(got[0]->epoch, 0u) << "no marker was asked for";
+  feed.recycle(got[0]);
+  feed.flush();
+  EXPECT_TRUE(take_all(feed).empty()) << "an empty flush pushes nothing";
+  EXPECT_EQ(feed.recorded(), ChangeChunk::kCapacity + 3);
+}
+
+TEST(ChangeFeed, marker_follows_every_earlier_change_even_when_empty) {
+  ChangeFeed feed;
+  feed.request_epoch(1);
+  feed.flush();
+  std::vector<ChangeChunk*> got = take_all(feed);
+  ASSERT_EQ(got.size(), 1u) << "a marker is pushed even with nothing recorded";
+  EXPECT_EQ(got[0]->count, 0u);
+  EXPECT_EQ(got[0]->epoch, 1u);
+  feed.recycle(got[0]);
+
+  feed.next() = put(record_for(2, 1, 1, false));
+  feed.commit();
+  feed.request_epoch(2);
+  feed.flush();
+  got = take_all(feed);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0]->count, 1u) << "the change recorded before the request rides with the marker";
+  EXPECT_EQ(got[0]->epoch, 2u);
+  feed.recycle(got[0]);
+  feed.flush();
+  EXPECT_TRUE(take_all(feed).empty()) << "one marker per request";
+}
+
+TEST(ChangeFeed, a_full_ring_holds_chunks_back_in_order_and_loses_none) {
+  ChangeFeed feed;
+  const size_t chunks = ChangeFeed::kRingChunks + 40;
+  for (size_t c = 0; c < chunks; ++c) {
+    for (size_t i = 0; i < ChangeChunk::kCapacity; ++i) {
+      FuzzyRecord r = record_for(c, 1, int32_t(c), false);
+      feed.next() = put(r);
+      feed.commit();
+    }
+  }
+  EXPECT_EQ(feed.chunks_held_back(), 40u);
+  size_t seen = 0;
+  for (int round = 0; round < 3 && seen < chunks; ++round) {
+    for (ChangeChunk* c : take_all(feed)) {
+      EXPECT_EQ(c->changes[0].record.flags[0].value, int32_t(seen)) << "out of order";
+      ++seen;
+      feed.recycle(c);
+    }
+    feed.flush();  // moves held-back chunks into the ring
+  }
+  EXPECT_EQ(seen, chunks);
+}
+
+// --- pending set ---------------------------------------------------------------
+
+TEST_F(PersistTest, pending_keeps_the_newest_change_per_digest) {
+  LmdbEnvironment env;
+  open(env);
+  FuzzyPending p;
+  p.add(put(record_for(1, 1, 5, true)));
+  p.add(put(record_for(1, 1, 6, true)));
+  p.add(put(record_for(2, 1, 1, true)));
+  p.add(erase(record_for(2, 1, 1, true)));
+  p.add(erase(record_for(3, 1, 1, true)));
+  p.add(put(record_for(3, 2, 9, false)));
+  EXPECT_EQ(p.size(), 3u);
+  commit(env, p);
+  auto all = read_all(env);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[key(record_for(1, 1, 0, true))].flags[0].value, 6);
+  EXPECT_EQ(all.count(key(record_for(2, 1, 0, true))), 0u);
+  const FuzzyRecord& r3 = all[key(record_for(3, 2, 9, false))];
+  EXPECT_EQ(r3.flags[0].flag, 2u);
+  EXPECT_FALSE(r3.has_shingles) << "recreated after a delete: the old shingles must not return";
+}
+
+TEST_F(PersistTest, a_write_without_shingles_keeps_the_stored_ones) {
+  LmdbEnvironment env;
+  open(env);
+  const FuzzyRecord with = record_for(7, 1, 5, true);
+  FuzzyPending first;
+  first.add(put(with));
+  commit(env, first);
+
+  FuzzyRecord without = record_for(7, 1, 8, false);
+  FuzzyPending second;
+  second.add(put(without));
+  commit(env, second);
+  FuzzyRecord got = read_all(env)[key(with)];
+  EXPECT_EQ(got.flags[0].value, 8) << "the new value is stored";
+  ASSERT_TRUE(got.has_shingles) << "the shingles on disk are kept (merged in the transaction)";
+  EXPECT_EQ(0, std::memcmp(got.shingles, with.shingles, sizeof got.shingles));
+
+  // The same in memory, within one sync.
+  FuzzyPending both;
+  const FuzzyRecord other = record_for(8, 1, 1, true);
+  both.add(put(other));
+  both.add(put(record_for(8, 1, 2, false)));
+  commit(env, both);
+  got = read_all(env)[key(other)];
+  EXPECT_EQ(got.flags[0].value, 2);
+  ASSERT_TRUE(got.has_shingles);
+  EXPECT_EQ(0, std::memcmp(got.shingles, other.shingles, sizeof got.shingles));
+}
+
+TEST_F(PersistTest, a_failed_batch_goes_back_under_newer_changes) {
+  LmdbEnvironment env;
+  open(env);
+  FuzzyPending older;
+  older.add(put(record_for(1, 1, 1, true)));
+  older.add(put(record_for(2, 1, 1, true)));
+  older.add(put(record_for(3, 1, 1, true)));
+  FuzzyPending newer;
+  newer.add(put(record_for(1, 1, 2, false)));
+  newer.add(erase(record_for(2, 1, 1, true)));
+  newer.absorb_older(std::move(older));
+  EXPECT_EQ(newer.size(), 3u);
+  commit(env, newer);
+  auto all = read_all(env);
+  ASSERT_EQ(all.size(), 2u);
+  const FuzzyRecord& r1 = all[key(record_for(1, 1, 0, true))];
+  EXPECT_EQ(r1.flags[0].value, 2) << "newer wins";
+  EXPECT_TRUE(r1.has_shingles) << "older shingles grafted";
+  EXPECT_EQ(all.count(key(record_for(2, 1, 0, true))), 0u);
+  EXPECT_EQ(all.count(key(record_for(3, 1, 0, true))), 1u);
+}
+
+// --- persister -----------------------------------------------------------------
+
+bool wait_for(const std::function<bool()>& cond, int ms = 5000) {
+  for (int i = 0; i < ms; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return cond();
+}
+
+TEST_F(PersistTest, a_requested_sync_covers_what_was_recorded_before_it) {
+  LmdbEnvironment env;
+  open(env);
+  ChangeFeed a, b;
+  Persister persister(env, {&a, &b}, PersisterOptions{3600});
+  persister.start();
+  // Two "workers": they record and flush once per loop, as Worker::run does.
+  std::atomic<bool> stop{false};
+  std::atomic<int> recorded{0};
+  std::thread wa([&] {
+    for (int i = 0; !stop; ++i) {
+      if (i < 500) {
+        a.next() = put(record_for(uint64_t(i), 1, 1, true));
+        a.commit();
+        recorded.fetch_add(1);
+      }
+      a.flush();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    a.flush();
+  });
+  std::thread wb([&] {
+    while (!stop) {
+      b.flush();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  ASSERT_TRUE(wait_for([&] { return recorded.load() == 500; }));
+  const uint64_t ticket = persister.request_sync();
+  ASSERT_TRUE(wait_for([&] { return persister.stats().syncs.load() >= ticket; }))
+      << "the sync never completed";
+  EXPECT_EQ(env.count(RecordType::fuzzy), 500u) << "a sync misses changes recorded before it";
+  EXPECT_GE(env.last_sync(), 1u);
+
+  // Changes after the sync, then shutdown: finish() commits them.
+  stop = true;
+  wa.join();
+  wb.join();
+  a.next() = put(record_for(9999, 1, 1, false));
+  a.commit();  // left in the partial chunk, as a stopping worker may leave it
+  EXPECT_TRUE(persister.finish());
+  EXPECT_EQ(env.count(RecordType::fuzzy), 501u) << "finish() must drain every feed";
+}
+
+TEST_F(PersistTest, seeded_deletions_are_committed_at_the_first_sync) {
+  LmdbEnvironment env;
+  open(env);
+  FuzzyPending initial;
+  initial.add(put(record_for(1, 1, 1, true)));
+  commit(env, initial);
+  ChangeFeed feed;
+  Persister persister(env, {&feed}, PersisterOptions{3600});
+  FuzzyPending expired;
+  expired.add_erase(record_for(1, 1, 1, true).digest);
+  persister.seed(std::move(expired));
+  persister.start();
+  EXPECT_TRUE(persister.finish());
+  EXPECT_EQ(env.count(RecordType::fuzzy), 0u);
+}
+
+// --- writer lock -----------------------------------------------------------------
+
+TEST_F(PersistTest, one_writer_at_a_time_readers_beside_it) {
+  LmdbEnvironment writer;
+  open(writer);
+  LmdbEnvironment second;
+  std::string error;
+  EXPECT_FALSE(second.open(path(), 64 * kMiB, error));
+  EXPECT_NE(error.find("in use by another process (pid "), std::string::npos) << error;
+  LmdbEnvironment reader;
+  error.clear();
+  EXPECT_TRUE(reader.open(path(), 64 * kMiB, error, LmdbEnvironment::Access::read_only)) << error;
+  EXPECT_FALSE(reader.apply(nullptr, 0, 1, error));
+  EXPECT_NE(error.find("read-only"), std::string::npos) << error;
+  writer.close();
+  EXPECT_TRUE(second.open(path(), 64 * kMiB, error)) << "the lock goes with close(): " << error;
+}
+
+TEST_F(PersistTest, read_only_open_refuses_a_missing_database_and_creates_nothing) {
+  LmdbEnvironment reader;
+  std::string error;
+  EXPECT_FALSE(reader.open(path(), 64 * kMiB, error, LmdbEnvironment::Access::read_only));
+  EXPECT_NE(error.find("no such database"), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(path()));
+}
+
+TEST_F(PersistTest, an_sqlite_file_as_hashfile_is_explained) {
+  {
+    std::FILE* f = std::fopen(path().c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite("SQLite format 3\0rest", 1, 20, f);
+    std::fclose(f);
+  }
+  LmdbEnvironment env;
+  std::string error;
+  EXPECT_FALSE(env.open(path(), 64 * kMiB, error));
+  EXPECT_NE(error.find("shinglectl import-rspamd"), std::string::npos) << error;
+}
+
+// --- loader --------------------------------------------------------------------
+
+StoreOptions small_store(uint64_t max_hashes = 10'000) {
+  StoreOptions o;
+  o.max_hashes = max_hashes;
+  o.expire_seconds = 3600;
+  return o;
+}
+
+TEST_F(PersistTest, loading_restores_records_flags_times_and_the_shingle_index) {
+  const uint32_t now = 1'700'000'000;
+  {
+    LmdbEnvironment env;
+    open(env);
+    FuzzyPending p;
+    for (uint64_t id = 0; id < 3000; ++id) p.add(put(record_for(id, 1, int32_t(id % 50), id % 3 != 0, now - 10)));
+    FuzzyRecord multi = record_for(5000, 3, 30, true, now - 100);
+    multi.n_flags = 3;
+    multi.flags[1] = {7, 20};
+    multi.flags[2] = {9, -4};
+    multi.last_write = now - 5;
+    p.add(put(multi));
+    p.add(put(record_for(6000, 1, 1, true, now - 7200)));  // expired (expire = 3600)
+    commit(env, p);
+  }
+  LmdbEnvironment env;
+  open(env);
+  for (unsigned threads : {1u, 3u}) {
+    FuzzyStore store(small_store());
+    FuzzyPending expired;
+    FuzzyLoadReport report;
+    std::string error;
+    ASSERT_TRUE(load_fuzzy_store(env, store, now, threads, expired, report, error)) << error;
+    EXPECT_EQ(report.records, 3002u);
+    EXPECT_EQ(report.loaded, 3001u);
+    EXPECT_EQ(report.expired, 1u);
+    EXPECT_EQ(expired.size(), 1u) << "the expired record is deleted at the first sync";
+    EXPECT_EQ(report.shingles, 2000u * 32 + 32);
+    EXPECT_EQ(store.stored_hashes(), 3001u);
+
+    for (uint64_t id = 0; id < 3000; ++id) {
+      const CheckResult r = store.check(test::make_request(id), now);
+      ASSERT_EQ(r.kind, CheckResult::exact) << "id " << id << " threads " << threads;
+      EXPECT_EQ(r.record.flags[0].value, int32_t(id % 50));
+      EXPECT_EQ(r.record.last_write, now - 10);
+      if (id % 3 != 0) {
+        const CheckResult n = store.check(test::near_duplicate(test::make_request(id), 24, id), now);
+        EXPECT_EQ(n.kind, CheckResult::shingles) << "index not rebuilt for id " << id;
+        EXPECT_EQ(n.votes, 24u);
+      }
+    }
+    const CheckResult m = store.check(test::make_request(5000), now);
+    ASSERT_EQ(m.kind, CheckResult::exact);
+    EXPECT_EQ(m.record.n_flags, 3u);
+    EXPECT_EQ(m.record.first_write, now - 100);
+    EXPECT_EQ(m.record.last_write, now - 5);
+    std::map<uint32_t, int32_t> flags;
+    for (unsigned k = 0; k < m.record.n_flags; ++k) flags[m.record.flags[k].flag] = m.record.flags[k].value;
+    EXPECT_EQ(flags, (std::map<uint32_t, int32_t>{{3, 30}, {7, 20}, {9, -4}}));
+    EXPECT_EQ(store.check(test::make_request(6000), now).kind, CheckResult::miss);
+  }
+}
+
+TEST_F(PersistTest, loading_more_live_hashes_than_the_store_holds_is_refused) {
+  const uint32_t now = 1'700'000'000;
+  {
+    LmdbEnvironment env;
+    open(env);
+    FuzzyPending p;
+    for (uint64_t id = 0; id < 500; ++id) p.add(put(record_for(id, 1, 1, false, now)));
+    commit(env, p);
+  }
+  LmdbEnvironment env;
+  open(env);
+  FuzzyStore store(small_store(100));
+  FuzzyPending expired;
+  FuzzyLoadReport report;
+  std::string error;
+  EXPECT_FALSE(load_fuzzy_store(env, store, now, 2, expired, report, error));
+  EXPECT_NE(error.find("raise max_hashes or max_memory"), std::string::npos) << error;
+}
+
+// A WRITE reported by the store carries what the loader needs: after a
+// round trip through the feed, the pending set and LMDB, a new store loaded
+// from disk answers like the one that was written.
+TEST_F(PersistTest, store_writes_round_trip_through_disk) {
+  const uint32_t now = 1'700'000'000;
+  LmdbEnvironment env;
+  open(env);
+  FuzzyStore store(small_store());
+  ChangeFeed feed;
+  for (uint64_t id = 0; id < 200; ++id) {
+    const fuzzy::Request w = test::make_request(id, fuzzy::kWrite, 1, 10);
+    const uint64_t h = store.digest_hash(w.digest);
+    ASSERT_NE(store.write(store.shard_of(h), h, w, now, &feed).status, WriteResult::full);
+  }
+  const fuzzy::Request again = test::make_request(5, fuzzy::kWrite, 2, 50, false);
+  const uint64_t h5 = store.digest_hash(again.digest);
+  store.write(store.shard_of(h5), h5, again, now + 1, &feed);
+  const fuzzy::Request del = test::make_request(6, fuzzy::kDel);
+  const uint64_t h6 = store.digest_hash(del.digest);
+  EXPECT_TRUE(store.remove(store.shard_of(h6), h6, del.digest, &feed));
+  feed.flush();
+  FuzzyPending p;
+  while (ChangeChunk* c = feed.take()) {
+    for (uint32_t i = 0; i < c->count; ++i) p.add(c->changes[i]);
+    feed.recycle(c);
+  }
+  commit(env, p);
+
+  FuzzyStore loaded(small_store());
+  FuzzyPending expired;
+  FuzzyLoadReport report;
+  std::string error;
+  ASSERT_TRUE(load_fuzzy_store(env, loaded, now + 2, 2, expired, report, error)) << error;
+  EXPECT_EQ(report.loaded, 199u);
+  const CheckResult r5 = loaded.check(test::make_request(5), now + 2);
+  ASSERT_EQ(r5.kind, CheckResult::exact);
+  EXPECT_EQ(r5.record.n_flags, 2u);
+  EXPECT_EQ(r5.record.flags[0].flag, 2u) << "the larger value is the primary";
+  EXPECT_EQ(r5.record.flags[0].value, 50);
+  EXPECT_EQ(r5.record.last_write, now + 1);
+  EXPECT_EQ(loaded.check(test::near_duplicate(test::make_request(5), 20, 1), now + 2).kind,
+            CheckResult::shingles)
+      << "the shingles of the first write survive the second write without them";
+  EXPECT_EQ(loaded.check(test::make_request(6), now + 2).kind, CheckResult::miss);
+}
+
+}  // namespace
+}  // namespace shingled
