@@ -146,7 +146,11 @@ bool load_fuzzy_store(LmdbEnvironment& env, FuzzyStore& store, uint32_t now, uns
   report.records = env.count(RecordType::fuzzy);
   s.refs.assign(report.records + 1, 0);  // +1: a record committed since count() is ignored
   on_threads(s.threads, [&s](unsigned t) { load_digests(s, t); });
+  const auto digests_done = std::chrono::steady_clock::now();
   if (s.error.empty()) on_threads(s.threads, [&s](unsigned t) { load_shingles(s, t); });
+  report.digest_seconds = std::chrono::duration<double>(digests_done - started).count();
+  report.index_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - digests_done).count();
 
   report.loaded = s.loaded.load();
   report.expired = s.expired.load();

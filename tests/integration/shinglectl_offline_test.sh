@@ -16,6 +16,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 ctl=$(realpath "$build/tools/shinglectl")
+shingled=$(realpath "$build/src/daemon/shingled")
 passed=0
 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
@@ -247,7 +248,6 @@ expect_run "import works again once the holder is gone" 0 'imported 1000 records
 
 # A real daemon on its own database: dump and info beside it, imports refused
 # naming its pid, sync through the control socket.
-shingled=$(realpath "$build/src/daemon/shingled")
 python3 - <<'PY'
 import random, time
 rnd = random.Random(7)
