@@ -97,6 +97,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false; then
   run_gtest "tsan: concurrency_test" build-tsan/tests/concurrency_test
   run_gtest "tsan: engine_test (rings, two workers over UDP)" build-tsan/tests/engine_test
+  run_gtest "tsan: persist_test (feeds, persister threads, parallel load)" build-tsan/tests/persist_test
 else
   record "tsan build" 0 1
 fi
