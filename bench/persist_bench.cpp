@@ -175,6 +175,27 @@ BENCHMARK(BM_StartupLoad)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The floor under the loader: one read transaction walking every record.
+void BM_ScanDatabase(benchmark::State& state) {
+  const std::string& path = database_with(uint64_t(state.range(0)));
+  LmdbEnvironment env;
+  if (!open_env(env, path)) std::abort();
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    std::string error;
+    env.for_each(
+        RecordType::fuzzy,
+        [&](std::string_view k, std::string_view v) {
+          bytes += k.size() + v.size();
+          return true;
+        },
+        error);
+  }
+  benchmark::DoNotOptimize(bytes);
+  state.SetItemsProcessed(int64_t(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_ScanDatabase)->Arg(1'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 }  // namespace shingled
 

@@ -446,6 +446,13 @@ bool LmdbEnvironment::for_each(
     RecordType type,
     const std::function<bool(std::string_view key, std::string_view value)>& fn,
     std::string& error) {
+  return for_each_in_range(type, std::string_view(), std::string_view(), fn, error);
+}
+
+bool LmdbEnvironment::for_each_in_range(
+    RecordType type, std::string_view from, std::string_view to,
+    const std::function<bool(std::string_view key, std::string_view value)>& fn,
+    std::string& error) {
   try {
     if (env_ == nullptr) {
       error = "LMDB environment is not open";
@@ -473,9 +480,10 @@ bool LmdbEnvironment::for_each(
       error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
       return false;
     }
-    MDB_val k, v;
-    for (rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
+    MDB_val k = as_val(from), v;
+    for (rc = mdb_cursor_get(cur.cursor, &k, &v, from.empty() ? MDB_FIRST : MDB_SET_RANGE);
+         rc == 0; rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
+      if (!to.empty() && as_view(k) >= to) return true;
       if (!fn(as_view(k), as_view(v))) return true;
     }
     if (rc != MDB_NOTFOUND) {

@@ -102,6 +102,11 @@ class LmdbEnvironment {
   bool for_each(RecordType type,
                 const std::function<bool(std::string_view key, std::string_view value)>& fn,
                 std::string& error);
+  // The same over the keys in [from, to) (byte order; an empty `to` means
+  // to the end). Several threads may each walk their own range at once.
+  bool for_each_in_range(RecordType type, std::string_view from, std::string_view to,
+                         const std::function<bool(std::string_view key, std::string_view value)>& fn,
+                         std::string& error);
 
   // Number of records of `type`; 0 if closed or on a read error.
   uint64_t count(RecordType type) const;

@@ -282,8 +282,8 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   for (unsigned c = 0; c < 2; ++c) {
     const Bucket& b = buckets_[choices[c]];
     for (unsigned w = 0; w < kWays; ++w) {
-      const Record& r = b.records[w];
-      if (b.tags[w] == 0 && (r.dead_stamp == 0 || r.dead_stamp <= reusable_stamp)) {
+      const uint32_t dead = b.dead_stamps[w];
+      if (b.tags[w] == 0 && (dead == 0 || dead <= reusable_stamp)) {
         ++usable[c];
         if (first[c] < 0) first[c] = int(w);
       }
@@ -309,7 +309,7 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   shared_store(r.extra, 0u);
   shared_store(r.first_write, now);
   shared_store(r.last_write, now);
-  shared_store(r.dead_stamp, 0u);
+  b.dead_stamps[way] = 0;
   shared_store(b.tags[way], tag_of(hash));
   seq_write_end(b.version, v);
   slot = static_cast<uint32_t>(bi * kWays + way);
@@ -324,8 +324,8 @@ bool DigestTable::find_stash_slot(uint64_t hash, uint32_t reusable_stamp, size_t
   for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
     const Bucket& b = buckets_[bi];
     for (unsigned w = 0; w < kWays; ++w) {
-      const Record& r = b.records[w];
-      if (b.tags[w] != 0 || (r.dead_stamp != 0 && r.dead_stamp > reusable_stamp)) continue;
+      const uint32_t dead = b.dead_stamps[w];
+      if (b.tags[w] != 0 || (dead != 0 && dead > reusable_stamp)) continue;
       Bucket& first = buckets_[home(hash)];
       if (!(first.version.load(std::memory_order_relaxed) & kSeqFlagB)) {
         const uint32_t fv = seq_write_begin(first.version);
@@ -347,7 +347,7 @@ void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
     shared_store(r.extra, 0u);
   }
   shared_store(b.tags[way], uint16_t{0});
-  shared_store(r.dead_stamp, dead_stamp == 0 ? 1u : dead_stamp);
+  b.dead_stamps[way] = dead_stamp == 0 ? 1u : dead_stamp;
   seq_write_end(b.version, v);
 }
 

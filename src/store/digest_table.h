@@ -90,7 +90,7 @@ class DigestTable {
     uint32_t last_write;
     uint32_t first_write;
     uint32_t extra;                        // 1 + index into extra_, 0 = none
-    uint32_t dead_stamp;                   // free slot: quarantine stamp, 0 = never used
+    uint32_t reserved;
   };
   struct ExtraFlags {                      // the non-primary flags of one record
     uint32_t count;
@@ -100,7 +100,11 @@ class DigestTable {
   struct alignas(64) Bucket {
     std::atomic<uint32_t> version;         // seqlock
     uint16_t tags[kWays];                  // 0 = slot free
-    uint8_t pad[44];
+    // Free slot: quarantine stamp, 0 = never used. Owner-only, and in the
+    // header so that choosing a slot reads one cache line per bucket, not
+    // one per record.
+    uint32_t dead_stamps[kWays];
+    uint8_t pad[12];
     Record records[kWays];
   };
   static_assert(sizeof(Record) == 88);

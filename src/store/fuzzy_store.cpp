@@ -289,6 +289,20 @@ bool FuzzyStore::index_insert(unsigned shard, uint64_t key_hash, uint32_t ref) {
   return false;
 }
 
+uint32_t FuzzyStore::find_ref(uint64_t hash, const uint8_t* digest) const {
+  const unsigned shard = shard_of(hash);
+  RecordView ignored;
+  uint32_t slot;
+  if (!shards_[shard]->digests.find(hash, digest, ignored, slot)) return 0;
+  return make_ref(shard, slot);
+}
+
+bool FuzzyStore::index_insert_loading(unsigned shard, uint64_t key_hash, uint32_t ref) {
+  if (shards_[shard]->index.insert_loading(key_hash, ref)) return true;
+  index_full_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats,
                        FuzzyChangeSink* changes) {
   Shard& s = *shards_[shard];

@@ -103,9 +103,15 @@ class FuzzyStore {
   // thread per shard while nothing else runs). Returns the ref for
   // index_insert() of its shingles; 0 when the store is full.
   uint32_t restore(const FuzzyRecord& record);
+  void prefetch_digest(uint64_t hash) const { shards_[shard_of(hash)]->digests.prefetch(hash); }
+  // The ref of a stored digest, 0 if absent (any thread while no one writes).
+  uint32_t find_ref(uint64_t hash, const uint8_t* digest) const;
 
   // --- owner of the index shard ------------------------------------------
   bool index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
+  // The loader's variant (ShingleIndex::insert_loading): only before the
+  // workers start, one thread per index shard.
+  bool index_insert_loading(unsigned shard, uint64_t key_hash, uint32_t ref);
   void prefetch_index(uint64_t key_hash) const { indexes_[shard_of(key_hash)]->prefetch_first(key_hash); }
 
   // --- owner of the shard: background upkeep -----------------------------

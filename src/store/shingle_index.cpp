@@ -6,6 +6,10 @@
 #include "store/shingle_index.h"
 
 #include <algorithm>
+#include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <new>
 
 #include "store/table_memory.h"
@@ -53,10 +57,59 @@ uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags) const {
   return 0;
 }
 
-// An entry with the same tag is the same key (to 16 bits plus the bucket
-// choice): it is pointed at the new record.
-bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
+// SSE2 (every x86-64): one compare per eight lanes. The owner reads its own
+// writes, so plain loads are right here (readers use lookup_in()).
+#if defined(__SSE2__)
+inline unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
+  const __m128i want = _mm_set1_epi16(short(tag));
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.tags));
+  // Pack the eight 16-bit results to bytes: one mask bit per lane.
+  const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, want), _mm_setzero_si128());
+  unsigned m = unsigned(_mm_movemask_epi8(eq));
+  if (b.tags[8] == tag) m |= 1u << 8;
+  if (b.tags[9] == tag) m |= 1u << 9;
+  return m;
+}
+
+inline int ShingleIndex::first_free(const Bucket& b) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.refs));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.refs + 4));
+  unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r0, zero)))) |
+               unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r1, zero)))) << 4;
+  if (b.refs[8] == 0) m |= 1u << 8;
+  if (b.refs[9] == 0) m |= 1u << 9;
+  return m == 0 ? -1 : __builtin_ctz(m);
+}
+#else
+unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
+  using namespace shingle_index_detail;
+  uint64_t w0, w1;
+  uint32_t w2;
+  std::memcpy(&w0, b.tags, 8);
+  std::memcpy(&w1, b.tags + 4, 8);
+  std::memcpy(&w2, b.tags + 8, 4);
+  const uint64_t m0 = matching_lanes(w0, tag);
+  const uint64_t m1 = matching_lanes(w1, tag);
+  const uint64_t m2 = matching_lanes(w2, tag) & 0x80008000ull;
+  if ((m0 | m1 | m2) == 0) return 0;
+  return unsigned(lane_bits(m0) | lane_bits(m1) << 4 | lane_bits(m2) << 8);
+}
+
+int ShingleIndex::first_free(const Bucket& b) {
   for (unsigned w = 0; w < kWays; ++w) {
+    if (b.refs[w] == 0) return int(w);
+  }
+  return -1;
+}
+#endif
+
+// An entry with the same tag is the same key (to 16 bits plus the bucket
+// choice): it is pointed at the new record. Tags are compared as three
+// words; only candidate lanes are confirmed.
+bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
+  for (unsigned m = tag_candidates(b, tag); m != 0; m &= m - 1) {
+    const unsigned w = unsigned(__builtin_ctz(m));
     if (b.refs[w] != 0 && b.tags[w] == tag) {
       const uint32_t v = seq_write_begin(b.version);
       shared_store(b.refs[w], ref);
@@ -68,16 +121,13 @@ bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
 }
 
 bool ShingleIndex::put(Bucket& b, uint16_t tag, uint32_t ref) {
-  for (unsigned w = 0; w < kWays; ++w) {
-    if (b.refs[w] == 0) {
-      const uint32_t v = seq_write_begin(b.version);
-      shared_store(b.tags[w], tag);
-      shared_store(b.refs[w], ref);
-      seq_write_end(b.version, v);
-      return true;
-    }
-  }
-  return false;
+  const int w = first_free(b);
+  if (w < 0) return false;
+  const uint32_t v = seq_write_begin(b.version);
+  shared_store(b.tags[w], tag);
+  shared_store(b.refs[w], ref);
+  seq_write_end(b.version, v);
+  return true;
 }
 
 void ShingleIndex::flag(Bucket& b, uint32_t flag) {
@@ -100,9 +150,7 @@ bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
     }
   }
   if (put(first, tag, ref)) return true;
-  const auto has_room = [](const Bucket& b) {
-    return std::any_of(b.refs, b.refs + kWays, [](uint32_t r) { return r == 0; });
-  };
+  const auto has_room = [](const Bucket& b) { return first_free(b) >= 0; };
   if (has_room(second)) {
     flag(first, kSeqFlagA);
     return put(second, tag, ref);
@@ -110,6 +158,24 @@ bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
   size_t bi = stash_home(hash);
   for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
     if (!has_room(buckets_[bi])) continue;
+    flag(first, kSeqFlagB);
+    return put(buckets_[bi], tag, ref);
+  }
+  return false;
+}
+
+bool ShingleIndex::insert_loading(uint64_t hash, uint32_t ref) {
+  const uint16_t tag = tag_of(hash);
+  Bucket& first = buckets_[home(hash)];
+  if (take_over(first, tag, ref) || put(first, tag, ref)) return true;
+  Bucket& second = buckets_[home2(hash)];
+  if (first_free(second) >= 0) {
+    flag(first, kSeqFlagA);
+    return put(second, tag, ref);
+  }
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    if (first_free(buckets_[bi]) < 0) continue;
     flag(first, kSeqFlagB);
     return put(buckets_[bi], tag, ref);
   }

@@ -60,6 +60,12 @@ class ShingleIndex {
   // Points the key at `ref`, replacing whatever it pointed at. False when
   // every place it may go is full (the pair is then not indexed; counted).
   bool insert(uint64_t hash, uint32_t ref);
+  // The loader's insert, before any reader runs: an equal key is looked for
+  // only in the first bucket, so a key shared by two stored records may
+  // get two entries (a lookup finds one of them, either is right; the
+  // sweep clears each when its record dies). Saves the second bucket's
+  // cache miss on every insert once buckets overflow.
+  bool insert_loading(uint64_t hash, uint32_t ref);
   // Clears entries whose reference `is_dead`, over `buckets` buckets from
   // `cursor`; returns true when the cursor wrapped (a full pass completed).
   template <typename IsDead>
@@ -88,6 +94,10 @@ class ShingleIndex {
   }
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
   uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const;
+  // Owner side, no seqlock needed to read: candidate lanes whose tag
+  // matches (12-bit mask), and the first free entry (-1 if none).
+  static unsigned tag_candidates(const Bucket& b, uint16_t tag);
+  static int first_free(const Bucket& b);
   bool take_over(Bucket& b, uint16_t tag, uint32_t ref);
   bool put(Bucket& b, uint16_t tag, uint32_t ref);
   void flag(Bucket& b, uint32_t flag);

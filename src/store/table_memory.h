@@ -1,6 +1,6 @@
 // Zeroed, page-aligned memory for the shard tables, asking the kernel for
-// transparent huge pages: 33 random probes per CHECK would otherwise pay a
-// TLB miss each on a multi-gigabyte table.
+// transparent huge pages (33 random probes per CHECK would otherwise pay a
+// TLB miss each on a multi-gigabyte table) and faulting it in at once.
 #pragma once
 
 #include <cstddef>
