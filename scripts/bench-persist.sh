@@ -45,19 +45,24 @@ conf 1
 start 0
 echo "writing $n hashes..."
 taskset -c 1 build/bench/udp_check_driver --port "$port" --mode write --stored "$n" --inflight 128 >/dev/null
-echo "idle latency ($rate CHECK/s, 10 s)..."
-idle=$(probe 10)
-echo "  $idle"
+# This VM wakes an idle vCPU slowly (a trivial Python echo server shows a
+# p99 of 5-25 ms at 5k/s), so the idle baseline varies from run to run:
+# take three and compare with their median p99.
+echo "idle latency ($rate CHECK/s, 3 x 5 s)..."
+idles=()
+for i in 1 2 3; do idles+=("$(probe 5)"); echo "  ${idles[-1]}"; done
+idle=$(printf '%s\n' "${idles[@]}" | python3 -c "import json,sys; r=sorted((json.loads(l) for l in sys.stdin), key=lambda d: d['p99_us']); print(json.dumps(r[1]))")
+idle_p99s=$(printf '%s\n' "${idles[@]}" | python3 -c "import json,sys; print(', '.join(str(json.loads(l)['p99_us']) for l in sys.stdin))")
 syncs=$(stat syncs)
 echo "latency while the sync of $(stat pending_changes) changes runs..."
 build/tools/shinglectl --socket "$tmp/ctl.sock" sync --no-wait >/dev/null
-during=$(probe 8)
-build/tools/shinglectl --socket "$tmp/ctl.sock" sync --timeout 600 >/dev/null
+during=$(probe 5)
+for _ in $(seq 6000); do [ "$(stat syncs)" -gt "$syncs" ] && break; sleep 0.1; done
 echo "  $during"
 sync_ms=$(stat last_sync_ms)
 changes=$(stat last_sync_changes)
 bytes=$(stat db_bytes)
-in_sync_window=$([ "$sync_ms" -ge 8000 ] && echo "the whole probe" || echo "the first $sync_ms ms of the 8 s probe")
+in_sync_window=$([ "$sync_ms" -ge 5000 ] && echo "the whole 5 s probe" || echo "the first $sync_ms ms of the 5 s probe")
 stop
 echo "restart with 1 worker (1 loading thread) and 2..."
 start 0
@@ -77,7 +82,7 @@ cat <<EOF
 |---|---|
 | sync of $changes changed hashes (one durable transaction) | $sync_ms ms ($(python3 -c "print(f'{$changes/max($sync_ms,1)*1000/1e3:.0f} k')") hashes/s) |
 | database size / hashes | $bytes bytes / $n = $(python3 -c "print(f'{$bytes/$n:.0f}')") bytes per hash |
-| CHECK p99 idle ($rate/s, one core) | ${p99i} µs (p50 $(field "$idle" p50_us), max $(field "$idle" max_us), lost $(field "$idle" lost)) |
+| CHECK p99 idle ($rate/s, one core), median of 3 | ${p99i} µs (the three: $idle_p99s; median run's p50 $(field "$idle" p50_us), max $(field "$idle" max_us), lost $(field "$idle" lost)) |
 | CHECK p99 during the sync (same core) | ${p99s} µs (p50 $(field "$during" p50_us), max $(field "$during" max_us), lost $(field "$during" lost); sync covered $in_sync_window) |
 | p99 ratio during sync / idle | $(python3 -c "print(f'{$p99s/max($p99i,1):.2f}')") (target <= 2) |
 | startup load, 1 thread | $(rate_of "$load1") |
