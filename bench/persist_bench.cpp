@@ -132,6 +132,7 @@ void BM_SyncChangedHashes(benchmark::State& state) {
   state.counters["disk_bytes_per_hash"] = double(bytes) / double(n);
 }
 BENCHMARK(BM_SyncChangedHashes)
+    ->Args({100'000, 0})
     ->Args({1'000'000, 0})
     ->Args({1'000'000, 1})
     ->Iterations(1)

@@ -332,29 +332,40 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
     error = mdb_fail(path_, "beginning the write transaction", rc);
     return false;
   }
+  // One cursor per database, kept across the sorted changes: LMDB then
+  // finds most keys on the leaf page it is already on instead of descending
+  // from the root for every put (mdb_put opens a fresh cursor each call).
+  MDB_cursor* cursors[4] = {nullptr, nullptr, nullptr, nullptr};
   std::string merged;
   for (size_t j = 0; j < n; ++j) {
     const size_t i = order[j];
     const Change& c = changes[i];
-    MDB_dbi dbi = type_dbi_[static_cast<unsigned>(c.type)];
-    MDB_val k = as_val(c.key);
-    if (c.erase) {
-      rc = mdb_del(txn.txn, dbi, &k, nullptr);
-      if (rc == MDB_NOTFOUND) rc = 0;  // already gone: the goal is reached
-    } else if (c.merge && mergers_[static_cast<unsigned>(c.type)]) {
-      MDB_val stored;
-      rc = mdb_get(txn.txn, dbi, &k, &stored);
-      if (rc == 0) {
-        mergers_[static_cast<unsigned>(c.type)](as_view(stored), c.value, merged);
-        MDB_val v = as_val(merged);
-        rc = mdb_put(txn.txn, dbi, &k, &v, 0);
-      } else if (rc == MDB_NOTFOUND) {
-        MDB_val v = as_val(c.value);
-        rc = mdb_put(txn.txn, dbi, &k, &v, 0);
+    const unsigned t = static_cast<unsigned>(c.type);
+    if (cursors[t] == nullptr) {
+      rc = mdb_cursor_open(txn.txn, type_dbi_[t], &cursors[t]);
+      if (rc != 0) {
+        error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(c.type), rc);
+        return false;
       }
+    }
+    MDB_cursor* cur = cursors[t];  // freed with the transaction
+    MDB_val k = as_val(c.key);
+    MDB_val stored;
+    if (c.erase) {
+      rc = mdb_cursor_get(cur, &k, &stored, MDB_SET);
+      if (rc == 0) rc = mdb_cursor_del(cur, 0);
+      if (rc == MDB_NOTFOUND) rc = 0;  // already gone: the goal is reached
+    } else if (c.merge && mergers_[t]) {
+      rc = mdb_cursor_get(cur, &k, &stored, MDB_SET);
+      MDB_val v = as_val(c.value);
+      if (rc == 0) {
+        mergers_[t](as_view(stored), c.value, merged);
+        v = as_val(merged);
+      }
+      if (rc == 0 || rc == MDB_NOTFOUND) rc = mdb_cursor_put(cur, &k, &v, 0);
     } else {
       MDB_val v = as_val(c.value);
-      rc = mdb_put(txn.txn, dbi, &k, &v, 0);
+      rc = mdb_cursor_put(cur, &k, &v, 0);
     }
     if (rc != 0) {
       error = mdb_fail(path_, "change " + std::to_string(i) + " (" +
@@ -405,16 +416,33 @@ bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
     }
     // Write in (type, key) order: B-tree pages fill densely when keys arrive
     // ascending (measured 420 instead of 564 bytes per fuzzy hash on a first
-    // load) and each page is touched once. Stable, so of two changes to one
-    // key the later one still wins.
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [changes](size_t a, size_t b) {
-      const Change& x = changes[a];
-      const Change& y = changes[b];
-      if (x.type != y.type) return x.type < y.type;
-      return x.key < y.key;
+    // load) and each page is touched once. Ties go by position, so of two
+    // changes to one key the later one still wins. The sort compares the first eight key bytes as one integer and reads
+    // the keys themselves only on a tie: a million random 64-byte keys sort
+    // in a tenth of the time of plain string comparisons, which chase a
+    // pointer into the caller's memory on every comparison.
+    struct SortKey {
+      uint8_t type;
+      uint64_t prefix;  // first 8 key bytes, big-endian: integer order = byte order
+      size_t index;
+    };
+    std::vector<SortKey> keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t head[8] = {};
+      std::memcpy(head, changes[i].key.data(), std::min<size_t>(8, changes[i].key.size()));
+      uint64_t prefix = 0;
+      for (uint8_t b : head) prefix = prefix << 8 | b;
+      keys[i] = SortKey{static_cast<uint8_t>(changes[i].type), prefix, i};
+    }
+    std::sort(keys.begin(), keys.end(), [changes](const SortKey& a, const SortKey& b) {
+      if (a.type != b.type) return a.type < b.type;
+      if (a.prefix != b.prefix) return a.prefix < b.prefix;
+      const int c = changes[a.index].key.compare(changes[b.index].key);
+      if (c != 0) return c < 0;
+      return a.index < b.index;  // of two changes to one key, the later is applied last
     });
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = keys[i].index;
     for (int attempt = 0; attempt < kMaxApplyAttempts; ++attempt) {
       int rc = 0;
       if (apply_once(changes, order, sync_time, rc, error)) return true;
