@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds shingled, and runs it in the foreground on
 # its embedded defaults: UDP 127.0.0.1:11335 (rspamd's fuzzy port), updates
-# allowed from loopback, control socket in ./data. Extra arguments go to the
+# allowed from loopback, hashes persisted in ./data/shingled.lmdb (synced every
+# 60 s and on Ctrl-C), control socket in ./data. Extra arguments go to the
 # daemon (e.g. scripts/run.sh --config shingled.conf). Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
