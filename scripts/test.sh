@@ -5,14 +5,16 @@
 #   3. the concurrency suites under ThreadSanitizer
 #   4. integration: the daemon's command line and control socket, and real
 #      rspamd adding, checking and deleting fuzzy hashes through shingled
-#   5. each libFuzzer target for a bounded time
+#   5. each libFuzzer target for a bounded time: FUZZ_SECONDS each if set,
+#      else a total of FUZZ_BUDGET seconds (default 180) shared evenly, at
+#      least 30 s per target, so the suite stays bounded as decoders are added
 # The last line is "N passed, M failed" summed over all of them; the exit
 # code is non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_BUDGET=${FUZZ_BUDGET:-180}
 export SHINGLED_VECTORS=${SHINGLED_VECTORS:-$root/../shared/spec/vectors}
 jobs=$(nproc)
 
@@ -118,9 +120,16 @@ for t in tests/integration/*_test.sh; do
   record "integration: $(basename "$t" .sh)" "$p" "$f"
 done
 
-section "fuzzing (${FUZZ_SECONDS}s per target)"
+section "fuzzing"
 if CC=clang CXX=clang++ build build-fuzz -Dbuildtype=debugoptimized -Dfuzzing=true \
      -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dbenchmarks=false; then
+  targets=0
+  for target in build-fuzz/tests/fuzz/fuzz_*; do [ -f "$target" ] && [ -x "$target" ] && targets=$((targets + 1)); done
+  if [ -z "${FUZZ_SECONDS:-}" ]; then
+    FUZZ_SECONDS=$((FUZZ_BUDGET / (targets > 0 ? targets : 1)))
+    [ "$FUZZ_SECONDS" -lt 30 ] && FUZZ_SECONDS=30
+  fi
+  echo "$targets targets, ${FUZZ_SECONDS}s each"
   for target in build-fuzz/tests/fuzz/fuzz_*; do
     [ -f "$target" ] && [ -x "$target" ] || continue
     name=$(basename "$target")
