@@ -87,6 +87,37 @@ kill -TERM "$pid"
 if wait "$pid"; then pass "SIGTERM stops cleanly"; else fail "SIGTERM stops cleanly" "exit $?"; fi
 pid=""
 check "control socket removed on exit" test ! -e data/shingled.sock
+check "database created in data/ on the defaults" test -f data/shingled.lmdb/data.mdb
+
+# A second daemon on the same hashfile is refused, naming the first.
+lport=$((20000 + RANDOM % 20000))
+printf 'bind_socket = "127.0.0.1:%d";\nhashfile = "%s/db";\ncontrol_socket = "%s/a.sock";\nlog_file = "%s/logs/shingled.log";\n' \
+  "$lport" "$tmp" "$tmp" "$tmp" >a.conf
+"$shingled" --config a.conf 2>/dev/null &
+pid=$!
+for _ in $(seq 100); do [ -S a.sock ] && break; sleep 0.05; done
+sed -e "s/$lport/$((lport + 1))/" -e 's/a.sock/b.sock/' -e 's/shingled.log/b.log/' a.conf >b.conf
+out=$("$shingled" --config b.conf 2>&1)
+if [ $? -ne 0 ] && echo "$out" | grep -q "in use by another process (pid $pid)"; then
+  pass "second daemon on one hashfile refused, naming the first"
+else
+  fail "second daemon on one hashfile refused, naming the first" "$out"
+fi
+
+# log_file and SIGHUP: logrotate moves the file away, SIGHUP opens a new one.
+check "log_file receives the log" grep -q "listening on" logs/shingled.log
+mv logs/shingled.log logs/shingled.log.1
+kill -HUP "$pid"
+for _ in $(seq 50); do [ -s logs/shingled.log ] && break; sleep 0.05; done
+if grep -q "log file reopened" logs/shingled.log 2>/dev/null; then
+  pass "SIGHUP reopens log_file after rotation"
+else
+  fail "SIGHUP reopens log_file after rotation" "$(ls -l logs; cat logs/shingled.log 2>&1)"
+fi
+kill -TERM "$pid"
+wait "$pid"
+pid=""
+check "shutdown logged to the new file" grep -q "stopped with" logs/shingled.log
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
