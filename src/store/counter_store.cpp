@@ -1,0 +1,186 @@
+// Counter shards and the owner's batch operation (see counter_store.h).
+#include "store/counter_store.h"
+
+#include <sys/random.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace shingled {
+
+namespace {
+
+uint64_t random_seed() {
+  uint64_t s = 0;
+  while (getrandom(&s, sizeof s, 0) != sizeof s) {
+  }
+  return s | 1;
+}
+
+// The key as bytes for hashing: fixed layout, no padding.
+void pack_key(const CounterKey& k, uint8_t out[19]) {
+  std::memcpy(out, &k.prefix, 8);
+  std::memcpy(out + 8, &k.shingle, 8);
+  std::memcpy(out + 16, &k.type, 2);
+  out[18] = static_cast<uint8_t>(k.role);
+}
+
+CounterKey own_key(const CounterOp& op) {
+  return CounterKey{op.prefix, op.has_pair ? op.pair : op.shingle, op.type,
+                    op.has_pair ? CounterRole::pair : CounterRole::plain};
+}
+
+CounterKey unique_key(const CounterOp& op) {
+  return CounterKey{op.prefix, op.shingle, op.type, CounterRole::unique};
+}
+
+}  // namespace
+
+uint64_t counter_prefix_hash(std::string_view prefix) {
+  return XXH3_64bits(prefix.data(), prefix.size());
+}
+
+CounterStore::CounterStore(const CounterStoreOptions& options)
+    : options_(options), shard_bits_(options.shard_bits) {
+  if (shard_bits_ < 1 || shard_bits_ > 12) throw std::invalid_argument("shard_bits out of range");
+  if (options_.seed == 0) options_.seed = random_seed();
+  const size_t per_shard =
+      size_t(double(options_.max_counters) / double(shard_count()) * 1.1) + 64;  // skew room
+  for (unsigned s = 0; s < shard_count(); ++s) {
+    shards_.push_back(std::make_unique<Shard>(per_shard, options_.retention));
+  }
+}
+
+uint64_t CounterStore::key_hash(const CounterKey& key) const {
+  uint8_t buf[19];
+  pack_key(key, buf);
+  return XXH3_64bits_withSeed(buf, sizeof buf, options_.seed);
+}
+
+unsigned CounterStore::shard_of_key(const CounterKey& key, uint64_t shard_shingle) const {
+  uint64_t buf[2] = {key.prefix, shard_shingle};
+  const uint64_t h = XXH3_64bits_withSeed(buf, sizeof buf, options_.seed ^ 0x5bd1e995u);
+  return unsigned(h >> (64 - shard_bits_));
+}
+
+unsigned CounterStore::shard_of(const CounterOp& op) const {
+  return shard_of_key(own_key(op), op.shingle);
+}
+
+size_t CounterStore::live() const {
+  size_t n = 0;
+  for (const auto& s : shards_) n += s->table.live();
+  return n;
+}
+
+size_t CounterStore::memory_bytes() const {
+  size_t n = 0;
+  for (const auto& s : shards_) n += s->table.memory_bytes();
+  return n;
+}
+
+void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_t now,
+                         CounterResult* out, CounterBatchStats& stats) {
+  CounterTable& table = shards_[shard]->table;
+  // Merge: one Merged per distinct counter of the batch, found through a
+  // small open-addressing map of positions (reused across calls).
+  thread_local std::vector<Merged> merged;
+  thread_local std::vector<int32_t> slots;
+  thread_local std::vector<uint32_t> of_op;
+  merged.clear();
+  of_op.resize(n);
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  slots.assign(cap, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const CounterKey key = own_key(ops[i]);
+    const uint64_t h = key_hash(key);
+    size_t pos = size_t(h) & (cap - 1);
+    for (;; pos = (pos + 1) & (cap - 1)) {
+      const int32_t m = slots[pos];
+      if (m < 0) {
+        slots[pos] = int32_t(merged.size());
+        merged.push_back(Merged{key, h, ops[i].increment ? ops[i].delta : 0, i, ops[i].read, {}});
+        break;
+      }
+      Merged& g = merged[size_t(m)];
+      if (g.hash == h && g.key == key) {
+        if (ops[i].increment) {
+          g.delta += ops[i].delta;  // a wrap here is caught: the table saturates
+          if (g.delta < ops[i].delta) g.delta = UINT64_MAX;
+          ++stats.merged;
+        }
+        g.read |= ops[i].read;
+        break;
+      }
+    }
+    of_op[i] = uint32_t(slots[pos]);
+  }
+
+  for (const Merged& g : merged) table.prefetch(g.hash);
+  // Reads first, all of them: every entry sees the values from before the
+  // batch, even where two pairs of one message share a unique counter.
+  for (Merged& g : merged) {
+    if (!g.read) continue;
+    const CounterOp& op = ops[g.first_op];
+    if (op.has_pair) {
+      const CounterKey ukey = unique_key(op);
+      table.sums(key_hash(ukey), ukey, now, g.result.sums);
+    } else {
+      table.sums(g.hash, g.key, now, g.result.sums);
+    }
+    ++stats.reads;
+  }
+  const CurrentPeriods cur = current_periods(now);
+  for (Merged& g : merged) {
+    if (g.delta == 0) continue;
+    const CounterOp& op = ops[g.first_op];
+    if (!op.has_pair) {
+      if (table.add(g.hash, g.key, g.delta, now)) {
+        ++stats.updates;
+      } else {
+        g.result.full = true;
+        ++stats.full;
+      }
+      continue;
+    }
+    // A pair: the unique counter gains one in each granularity where the
+    // pair had nothing yet in the current period.
+    uint64_t ten = 0, day = 0;
+    table.current(g.hash, g.key, now, ten, day);
+    if (!table.add(g.hash, g.key, g.delta, now)) {
+      g.result.full = true;
+      ++stats.full;
+      continue;
+    }
+    ++stats.updates;
+    if (ten != 0 && day != 0) continue;
+    const CounterKey ukey = unique_key(op);
+    const uint64_t uhash = key_hash(ukey);
+    bool ok = true;
+    if (ten == 0) ok &= table.add_to(uhash, ukey, cur.ten_minute, 1, now);
+    if (day == 0) ok &= table.add_to(uhash, ukey, cur.daily, 1, now);
+    if (!ok) {
+      g.result.full = true;
+      ++stats.full;
+    }
+    ++stats.unique_hits;
+    g.result.unique_gain = ten == 0;
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = merged[of_op[i]].result;
+}
+
+size_t CounterStore::series(unsigned shard, const CounterOp& op, uint64_t now, CounterSlot* out,
+                            size_t max) const {
+  const CounterKey key = op.has_pair ? unique_key(op) : own_key(op);
+  return shards_[shard]->table.series(key_hash(key), key, now, out, max);
+}
+
+size_t CounterStore::sweep(unsigned shard, size_t positions, uint64_t now) {
+  Shard& s = *shards_[shard];
+  return s.table.sweep(s.sweep_cursor, positions, now);
+}
+
+}  // namespace shingled

@@ -1,0 +1,312 @@
+// One shard's counters (see counter_table.h).
+#include "store/counter_table.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shingled {
+
+namespace {
+constexpr double kMaxLoad = 0.7;
+
+size_t index_size_for(size_t max_counters) {
+  size_t n = 16;
+  while (double(n) * kMaxLoad < double(max_counters)) n <<= 1;
+  return n;
+}
+}  // namespace
+
+CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
+    : retention_(retention), max_counters_(max_counters) {
+  if (retention_.ten_minute_periods == 0 || retention_.daily_periods == 0) {
+    throw std::invalid_argument("counter retention must keep at least one period of each kind");
+  }
+  index_.assign(index_size_for(max_counters), IndexEntry{0, 0});
+  mask_ = index_.size() - 1;
+  records_.reserve(max_counters);
+}
+
+size_t CounterTable::memory_bytes() const {
+  size_t dense_bytes = 0;
+  for (const Dense& d : dense_) dense_bytes += d.id.capacity() * 4 + d.value.capacity() * 8;
+  return index_.capacity() * sizeof(IndexEntry) + records_.capacity() * sizeof(Record) +
+         dense_bytes;
+}
+
+void CounterTable::prefetch(uint64_t hash) const { __builtin_prefetch(&index_[home(hash)]); }
+
+int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
+  const uint32_t tag = uint32_t(hash >> 32);
+  for (size_t pos = home(hash);; pos = (pos + 1) & mask_) {
+    const IndexEntry& e = index_[pos];
+    if (e.rec == 0) return -1;
+    if (e.tag == tag && records_[e.rec - 1].key == key) return int64_t(pos);
+  }
+}
+
+int64_t CounterTable::insert(uint64_t hash, const CounterKey& key) {
+  if (live_ >= max_counters_) return -1;
+  size_t pos = home(hash);
+  while (index_[pos].rec != 0) pos = (pos + 1) & mask_;
+  uint32_t rec;
+  if (!free_records_.empty()) {
+    rec = free_records_.back();
+    free_records_.pop_back();
+  } else {
+    rec = uint32_t(records_.size());
+    records_.emplace_back();
+  }
+  Record& r = records_[rec];
+  r.key = key;
+  r.dense = 0;
+  r.n_inline = 0;
+  index_[pos] = IndexEntry{uint32_t(hash >> 32), rec + 1};
+  ++live_;
+  return int64_t(pos);
+}
+
+// Backward-shift deletion keeps linear probing tombstone-free: each later
+// entry of the cluster whose home is not between the hole and itself moves
+// into the hole.
+void CounterTable::erase_at(size_t pos) {
+  const uint32_t rec = index_[pos].rec - 1;
+  Record& r = records_[rec];
+  if (r.dense != 0) {
+    free_dense_.push_back(r.dense - 1);
+    r.dense = 0;
+  }
+  r.n_inline = 0;
+  free_records_.push_back(rec);
+  --live_;
+  size_t hole = pos;
+  for (size_t next = (hole + 1) & mask_; index_[next].rec != 0; next = (next + 1) & mask_) {
+    const size_t want = home_of_tag(index_[next].tag);
+    // Cyclic distance from home: the entry may move back to `hole` when
+    // its home is at or before the hole along its probe path.
+    if (((next - want) & mask_) >= ((next - hole) & mask_)) {
+      index_[hole] = index_[next];
+      hole = next;
+    }
+  }
+  index_[hole] = IndexEntry{0, 0};
+}
+
+size_t CounterTable::dense_index(uint32_t id) const {
+  const uint32_t p = period_of(id);
+  return is_daily(id) ? retention_.ten_minute_periods + p % retention_.daily_periods
+                      : p % retention_.ten_minute_periods;
+}
+
+void CounterTable::saturating_add(uint64_t& v, uint64_t delta) {
+  if (v + delta < v) {
+    v = UINT64_MAX;
+    ++saturations_;
+  } else {
+    v += delta;
+  }
+}
+
+// Moves an inline counter to a dense ring (all its live inline slots kept).
+void CounterTable::to_dense(Record& r, uint64_t now) {
+  uint32_t d;
+  if (!free_dense_.empty()) {
+    d = free_dense_.back();
+    free_dense_.pop_back();
+  } else {
+    d = uint32_t(dense_.size());
+    dense_.emplace_back();
+    const size_t n = size_t(retention_.ten_minute_periods) + retention_.daily_periods;
+    dense_.back().id.assign(n, 0);
+    dense_.back().value.assign(n, 0);
+  }
+  Dense& ring = dense_[d];
+  std::fill(ring.id.begin(), ring.id.end(), 0u);
+  for (uint32_t k = 0; k < r.n_inline; ++k) {
+    if (!period_live(r.slots[k].id, now, retention_)) continue;
+    const size_t at = dense_index(r.slots[k].id);
+    ring.id[at] = r.slots[k].id;
+    ring.value[at] = r.slots[k].value();
+  }
+  r.n_inline = 0;
+  r.dense = d + 1;
+}
+
+// The value cell of period `id`, made if missing: in a dense ring a slot
+// holding an older period of the same residue is reused (that period is
+// outside the retention by construction).
+uint64_t* CounterTable::slot_for(Record& r, uint32_t id, uint64_t now) {
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (r.slots[k].id == id) return nullptr;  // handled by the caller (packed)
+    }
+    // Free a slot whose period has passed out of retention.
+    for (uint32_t k = 0; k < r.n_inline;) {
+      if (!period_live(r.slots[k].id, now, retention_)) {
+        r.slots[k] = r.slots[--r.n_inline];
+      } else {
+        ++k;
+      }
+    }
+    if (r.n_inline < kInlineSlots) return nullptr;
+    to_dense(r, now);
+  }
+  Dense& ring = dense_[r.dense - 1];
+  const size_t at = dense_index(id);
+  if (ring.id[at] != id) {
+    ring.id[at] = id;
+    ring.value[at] = 0;
+  }
+  return &ring.value[at];
+}
+
+bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint32_t id, uint64_t delta,
+                          uint64_t now) {
+  int64_t pos = find(hash, key);
+  if (pos < 0) pos = insert(hash, key);
+  if (pos < 0) return false;
+  Record& r = records_[index_[size_t(pos)].rec - 1];
+  if (uint64_t* cell = slot_for(r, id, now)) {
+    saturating_add(*cell, delta);
+    return true;
+  }
+  // Inline: the slot exists, or there is room for it.
+  for (uint32_t k = 0; k < r.n_inline; ++k) {
+    if (r.slots[k].id == id) {
+      uint64_t v = r.slots[k].value();
+      saturating_add(v, delta);
+      r.slots[k].set(v);
+      return true;
+    }
+  }
+  PackedSlot& s = r.slots[r.n_inline++];
+  s.id = id;
+  s.set(0);
+  uint64_t v = 0;
+  saturating_add(v, delta);
+  s.set(v);
+  return true;
+}
+
+bool CounterTable::add(uint64_t hash, const CounterKey& key, uint64_t delta, uint64_t now) {
+  const CurrentPeriods cur = current_periods(now);
+  return add_to(hash, key, cur.ten_minute, delta, now) && add_to(hash, key, cur.daily, delta, now);
+}
+
+const uint64_t* CounterTable::find_slot(const Record& r, uint32_t id, uint64_t& scratch) const {
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (r.slots[k].id == id) {
+        scratch = r.slots[k].value();
+        return &scratch;
+      }
+    }
+    return nullptr;
+  }
+  const Dense& ring = dense_[r.dense - 1];
+  const size_t at = dense_index(id);
+  return ring.id[at] == id ? &ring.value[at] : nullptr;
+}
+
+void CounterTable::current(uint64_t hash, const CounterKey& key, uint64_t now,
+                           uint64_t& ten_minutes, uint64_t& day) const {
+  ten_minutes = day = 0;
+  const int64_t pos = find(hash, key);
+  if (pos < 0) return;
+  const Record& r = records_[index_[size_t(pos)].rec - 1];
+  const CurrentPeriods cur = current_periods(now);
+  uint64_t scratch;
+  if (const uint64_t* v = find_slot(r, cur.ten_minute, scratch)) ten_minutes = *v;
+  if (const uint64_t* v = find_slot(r, cur.daily, scratch)) day = *v;
+}
+
+bool CounterTable::sums(uint64_t hash, const CounterKey& key, uint64_t now,
+                        CounterSums& out) const {
+  out = CounterSums{};
+  const int64_t pos = find(hash, key);
+  if (pos < 0) return false;
+  const Record& r = records_[index_[size_t(pos)].rec - 1];
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (period_live(r.slots[k].id, now, retention_)) {
+        add_to_windows(out, r.slots[k].id, r.slots[k].value(), now);
+      }
+    }
+    return true;
+  }
+  const Dense& ring = dense_[r.dense - 1];
+  for (size_t k = 0; k < ring.id.size(); ++k) {
+    if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
+      add_to_windows(out, ring.id[k], ring.value[k], now);
+    }
+  }
+  return true;
+}
+
+size_t CounterTable::series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
+                            size_t max) const {
+  const int64_t pos = find(hash, key);
+  if (pos < 0) return 0;
+  const Record& r = records_[index_[size_t(pos)].rec - 1];
+  std::vector<CounterSlot> all;
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (period_live(r.slots[k].id, now, retention_)) {
+        all.push_back(CounterSlot{r.slots[k].id, r.slots[k].value()});
+      }
+    }
+  } else {
+    const Dense& ring = dense_[r.dense - 1];
+    for (size_t k = 0; k < ring.id.size(); ++k) {
+      if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
+        all.push_back(CounterSlot{ring.id[k], ring.value[k]});
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(),
+            [](const CounterSlot& a, const CounterSlot& b) { return a.id < b.id; });
+  const size_t n = std::min(max, all.size());
+  std::copy(all.begin(), all.begin() + long(n), out);
+  return n;
+}
+
+// Expires the record's dead periods; true when nothing live is left.
+bool CounterTable::empty_after_expiry(Record& r, uint64_t now) {
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline;) {
+      if (!period_live(r.slots[k].id, now, retention_)) {
+        r.slots[k] = r.slots[--r.n_inline];
+      } else {
+        ++k;
+      }
+    }
+    return r.n_inline == 0;
+  }
+  Dense& ring = dense_[r.dense - 1];
+  bool any = false;
+  for (size_t k = 0; k < ring.id.size(); ++k) {
+    if (ring.id[k] == 0) continue;
+    if (!period_live(ring.id[k], now, retention_)) {
+      ring.id[k] = 0;
+    } else {
+      any = true;
+    }
+  }
+  return !any;
+}
+
+size_t CounterTable::sweep(size_t& cursor, size_t positions, uint64_t now) {
+  size_t removed = 0;
+  for (size_t n = 0; n < positions && n < index_.size(); ++n) {
+    if (cursor >= index_.size()) cursor = 0;
+    const size_t pos = cursor;
+    if (index_[pos].rec != 0 && empty_after_expiry(records_[index_[pos].rec - 1], now)) {
+      erase_at(pos);  // a later entry may have moved here: look at it again
+      ++removed;
+      continue;
+    }
+    ++cursor;
+  }
+  return removed;
+}
+
+}  // namespace shingled

@@ -1,0 +1,35 @@
+// The client side of rspamd's fuzzy encryption for one load thread: its own
+// X25519 keypair, the shared key with the server (computed once), fresh
+// nonces without a system call per request. Never shared between threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "wire/cryptobox.h"
+#include "wire/nonce_source.h"
+
+namespace shingled::load {
+
+class CryptoClient {
+ public:
+  // False when the server key is a low-order point (no shared key).
+  bool init(const uint8_t server_pk[crypto::kKeySize]);
+
+  // Turns the plain request already written at out + kRequestHeaderSize
+  // (len bytes) into an encrypted one: "rsfe", key id, our public key,
+  // nonce, MAC, sealed body. Returns kRequestHeaderSize + len.
+  size_t seal(uint8_t* out, size_t len);
+
+  // Opens a reply (nonce, MAC, sealed body) in place; the body starts at
+  // reply + kReplyHeaderSize. False when it is too short or its MAC fails.
+  bool open(uint8_t* reply, size_t len);
+
+ private:
+  uint8_t key_id_[crypto::kKeyIdSize];
+  uint8_t public_key_[crypto::kKeySize];
+  uint8_t nm_[crypto::kKeySize];
+  crypto::NonceSource nonces_;
+};
+
+}  // namespace shingled::load

@@ -1,0 +1,369 @@
+// Command-line parsing for shingle-load (see options.h). Options may come
+// before or after the mode; "--name value", "--name=value" and "-x value"
+// are all accepted. Every check that can be made without the network is
+// made here, so a bad command line never sends a packet.
+#include "shingle_load/options.h"
+
+#include <netdb.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "wire/base32.h"
+
+namespace shingled::load {
+namespace {
+
+// A decimal number with an optional k/m/g multiplier.
+bool parse_scaled(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str()) return false;
+  std::string rest(end);
+  if (rest == "k" || rest == "K") v *= 1e3;
+  else if (rest == "m" || rest == "M") v *= 1e6;
+  else if (rest == "g" || rest == "G") v *= 1e9;
+  else if (!rest.empty()) return false;
+  if (!std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+// Seconds: "10", "2.5", "10s", "500ms".
+bool parse_seconds(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str()) return false;
+  const std::string rest(end);
+  if (rest == "ms") v /= 1000;
+  else if (!rest.empty() && rest != "s") return false;
+  if (!std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+bool parse_unsigned(const std::string& text, unsigned lo, unsigned hi, unsigned& out) {
+  uint64_t v = 0;
+  if (!parse_count(text, v) || v < lo || v > hi) return false;
+  out = unsigned(v);
+  return true;
+}
+
+struct Flag {
+  const char* name;
+  char short_name;
+  bool takes_value;
+};
+
+constexpr Flag kFlags[] = {
+    {"server", 's', true},     {"pubkey", 'k', true},      {"server-pid", 'p', true},
+    {"stored", 0, true},       {"first", 0, true},         {"mix", 0, true},
+    {"near-shared", 0, true},  {"zipf", 0, true},          {"ratio", 0, true},
+    {"seed", 0, true},         {"inflight", 'c', true},    {"rate", 'r', true},
+    {"duration", 'd', true},   {"count", 'n', true},       {"threads", 't', true},
+    {"sockets", 0, true},      {"cpus", 0, true},          {"timeout", 0, true},
+    {"batch", 0, true},        {"json", 0, false},         {"quiet", 'q', false},
+    {"show-wrong", 0, true},   {"max-loss", 0, true},      {"help", 'h', false},
+    {"version", 'V', false},
+};
+
+const Flag* find_flag(const std::string& name) {
+  for (const Flag& f : kFlags) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+const Flag* find_short(char c) {
+  for (const Flag& f : kFlags) {
+    if (f.short_name == c) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool parse_count(const std::string& text, uint64_t& out) {
+  double v = 0;
+  if (!parse_scaled(text, v) || v < 0 || v > 1.8e19 || v != std::floor(v)) return false;
+  out = uint64_t(v);
+  return true;
+}
+
+bool parse_cpu_list(const std::string& text, std::vector<int>& out) {
+  std::vector<int> cpus;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const size_t dash = item.find('-');
+    unsigned lo = 0, hi = 0;
+    if (dash == std::string::npos) {
+      if (!parse_unsigned(item, 0, CPU_SETSIZE - 1, lo)) return false;
+      hi = lo;
+    } else if (!parse_unsigned(item.substr(0, dash), 0, CPU_SETSIZE - 1, lo) ||
+               !parse_unsigned(item.substr(dash + 1), 0, CPU_SETSIZE - 1, hi) || hi < lo) {
+      return false;
+    }
+    for (unsigned c = lo; c <= hi; ++c) cpus.push_back(int(c));
+    at = comma + 1;
+  }
+  if (cpus.empty()) return false;
+  out = cpus;
+  return true;
+}
+
+bool resolve_server(const std::string& text, sockaddr_storage& out, socklen_t& len,
+                    std::string& error) {
+  std::string host, port = "11335";
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) {
+      error = "--server: '" + text + "' has no closing ]";
+      return false;
+    }
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        error = "--server: expected :PORT after ] in '" + text + "'";
+        return false;
+      }
+      port = text.substr(close + 2);
+    }
+  } else if (std::count(text.begin(), text.end(), ':') == 1) {
+    const size_t colon = text.find(':');
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  } else {
+    host = text;  // a host alone, or a bare IPv6 address
+  }
+  if (host.empty()) host = "127.0.0.1";
+  unsigned p = 0;
+  if (!parse_unsigned(port, 1, 65535, p)) {
+    error = "--server: port '" + port + "' is not 1..65535";
+    return false;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(p).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    error = "--server: cannot resolve '" + host + "': " + gai_strerror(rc);
+    return false;
+  }
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  len = socklen_t(res->ai_addrlen);
+  freeaddrinfo(res);
+  return true;
+}
+
+ParseResult parse_options(int argc, char** argv, Options& o, std::string& error) {
+  std::vector<std::string> positional;
+  bool threads_given = false, count_given = false, stored_given = false, mix_given = false,
+       ratio_given = false, inflight_given = false;
+  auto bad = [&](const std::string& name, const std::string& value, const char* what) {
+    error = "--" + name + ": '" + value + "' " + what;
+    return ParseResult::error;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.push_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    const Flag* flag = nullptr;
+    std::string value;
+    bool has_value = false;
+    if (arg[1] == '-') {
+      const size_t eq = arg.find('=');
+      flag = find_flag(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        has_value = true;
+      }
+    } else {
+      flag = find_short(arg[1]);
+      if (arg.size() > 2) {
+        value = arg.substr(2);
+        has_value = true;
+      }
+    }
+    if (flag == nullptr) {
+      error = "unknown option " + arg;
+      return ParseResult::error;
+    }
+    const std::string name = flag->name;
+    if (!flag->takes_value && has_value) {
+      error = "--" + name + " takes no value";
+      return ParseResult::error;
+    }
+    if (flag->takes_value && !has_value) {
+      if (i + 1 >= argc) {
+        error = "--" + name + " needs a value";
+        return ParseResult::error;
+      }
+      value = argv[++i];
+    }
+
+    uint64_t n = 0;
+    double d = 0;
+    if (name == "help") return ParseResult::help;
+    if (name == "version") return ParseResult::version;
+    if (name == "json") {
+      o.json_only = true;
+      o.progress = false;
+    } else if (name == "quiet") {
+      o.progress = false;
+    } else if (name == "server") {
+      o.server_text = value;
+    } else if (name == "pubkey") {
+      o.pubkey_text = value;
+    } else if (name == "server-pid") {
+      unsigned pid = 0;
+      if (!parse_unsigned(value, 1, 1u << 30, pid)) return bad(name, value, "is not a process id");
+      o.server_pid = int(pid);
+    } else if (name == "stored") {
+      if (!parse_count(value, n) || n == 0 || n > kIdMask) return bad(name, value, "is not a count of 1 or more");
+      o.workload.stored = n;
+      stored_given = true;
+    } else if (name == "first") {
+      if (!parse_count(value, n) || n > kIdMask) return bad(name, value, "is not an id below 2^56");
+      o.workload.first = n;
+    } else if (name == "mix") {
+      if (!parse_mix(value, o.workload.mix, error)) return ParseResult::error;
+      mix_given = true;
+    } else if (name == "near-shared") {
+      if (!parse_unsigned(value, 0, 32, o.workload.near_shared)) return bad(name, value, "is not 0..32");
+    } else if (name == "zipf") {
+      char* end = nullptr;
+      d = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != 0 || !(d > 0) || d > 100) return bad(name, value, "is not an exponent above 0 (up to 100)");
+      o.workload.zipf = d;
+    } else if (name == "ratio") {
+      const size_t colon = value.find(':');
+      unsigned r = 0, w = 0;
+      if (colon == std::string::npos || !parse_unsigned(value.substr(0, colon), 0, 1000000, r) ||
+          !parse_unsigned(value.substr(colon + 1), 0, 1000000, w) || r + w == 0) {
+        return bad(name, value, "is not READS:WRITES (e.g. 90:10)");
+      }
+      o.workload.reads = r;
+      o.workload.writes = w;
+      ratio_given = true;
+    } else if (name == "seed") {
+      if (!parse_count(value, o.seed)) return bad(name, value, "is not a whole number");
+    } else if (name == "inflight") {
+      if (!parse_unsigned(value, 1, 65536, o.inflight)) return bad(name, value, "is not 1..65536");
+      inflight_given = true;
+    } else if (name == "rate") {
+      if (!parse_scaled(value, d) || !(d > 0) || d > 1e9) return bad(name, value, "is not a rate above 0 requests/s");
+      o.rate = d;
+    } else if (name == "duration") {
+      if (!parse_seconds(value, d) || !(d > 0) || d > 1e6) return bad(name, value, "is not a number of seconds above 0");
+      o.duration_s = d;
+      o.duration_given = true;
+    } else if (name == "count") {
+      if (!parse_count(value, n) || n == 0) return bad(name, value, "is not a count of 1 or more");
+      o.count = n;
+      count_given = true;
+    } else if (name == "threads") {
+      if (!parse_unsigned(value, 1, 256, o.threads)) return bad(name, value, "is not 1..256");
+      threads_given = true;
+    } else if (name == "sockets") {
+      if (!parse_unsigned(value, 1, 1024, o.sockets)) return bad(name, value, "is not 1..1024");
+    } else if (name == "cpus") {
+      if (!parse_cpu_list(value, o.cpus)) return bad(name, value, "is not a CPU list such as 1 or 0-3,6");
+    } else if (name == "timeout") {
+      if (!parse_seconds(value, d) || !(d > 0) || d > 3600) return bad(name, value, "is not 0 < seconds <= 3600");
+      o.timeout_s = d;
+    } else if (name == "batch") {
+      if (!parse_unsigned(value, 1, 64, o.batch)) return bad(name, value, "is not 1..64");
+    } else if (name == "show-wrong") {
+      if (!parse_unsigned(value, 0, 1000000, o.show_wrong)) return bad(name, value, "is not a count");
+    } else if (name == "max-loss") {
+      char* end = nullptr;
+      d = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != 0 || !(d >= 0) || d > 100) return bad(name, value, "is not a percentage 0..100");
+      o.max_loss_pct = d;
+    }
+  }
+
+  // The mode and its argument.
+  if (positional.empty()) {
+    error = "no MODE given (write N, check, delete N or mixed)";
+    return ParseResult::error;
+  }
+  const std::string& mode = positional[0];
+  Workload& w = o.workload;
+  if (mode == "write") w.mode = Mode::write;
+  else if (mode == "check") w.mode = Mode::check;
+  else if (mode == "delete" || mode == "del") w.mode = Mode::del;
+  else if (mode == "mixed") w.mode = Mode::mixed;
+  else {
+    error = "unknown mode '" + mode + "' (write N, check, delete N or mixed)";
+    return ParseResult::error;
+  }
+  const bool by_ids = w.mode == Mode::write || w.mode == Mode::del;
+  if (by_ids) {
+    if (positional.size() != 2) {
+      error = std::string(mode_name(w.mode)) + " needs N, the number of ids";
+      return ParseResult::error;
+    }
+    if (!parse_count(positional[1], w.count) || w.count == 0 || w.count > kIdMask) {
+      error = std::string(mode_name(w.mode)) + ": N '" + positional[1] + "' is not a count of 1 or more";
+      return ParseResult::error;
+    }
+    if (w.first + w.count - 1 > kIdMask) {
+      error = "--first + N runs past the largest id (2^56 - 1)";
+      return ParseResult::error;
+    }
+    if (count_given || o.duration_given || stored_given || mix_given || ratio_given) {
+      error = std::string(mode_name(w.mode)) +
+              " sends each of its N ids once: --count, --duration, --stored, --mix and --ratio do not apply";
+      return ParseResult::error;
+    }
+  } else {
+    if (positional.size() != 1) {
+      error = std::string(mode_name(w.mode)) + " takes no N (use --count or --duration)";
+      return ParseResult::error;
+    }
+    if (count_given && o.duration_given) {
+      error = "--count and --duration exclude each other";
+      return ParseResult::error;
+    }
+    if (ratio_given && w.mode != Mode::mixed) {
+      error = "--ratio applies to mixed mode only";
+      return ParseResult::error;
+    }
+    if (w.first + w.stored - 1 > kIdMask) {
+      error = "--first + --stored runs past the largest id (2^56 - 1)";
+      return ParseResult::error;
+    }
+  }
+  if (o.rate > 0 && inflight_given) {
+    error = "--rate (open loop) and --inflight (closed loop) exclude each other";
+    return ParseResult::error;
+  }
+  if (!o.cpus.empty() && !threads_given) o.threads = unsigned(o.cpus.size());
+
+  if (!resolve_server(o.server_text, o.server, o.server_len, error)) return ParseResult::error;
+  if (!o.pubkey_text.empty()) {
+    if (!base32_decode(o.pubkey_text, o.server_pk) || o.server_pk.size() != 32) {
+      error = "--pubkey: '" + o.pubkey_text + "' is not a base32 public key of 32 bytes";
+      return ParseResult::error;
+    }
+  }
+  return ParseResult::run;
+}
+
+}  // namespace shingled::load

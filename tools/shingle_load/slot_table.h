@@ -1,0 +1,86 @@
+// The requests in flight on one socket: a fixed array of slots, a free
+// list, and the tag that names each request on the wire. A tag is the slot
+// index in its low bits and a per-slot generation above them, so a reply
+// finds its request in one array read, and a reply to an earlier use of the
+// slot (late, duplicated or forged) does not match. Owner thread only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace shingled::load {
+
+struct Slot {
+  uint64_t code = 0;         // the message (message.h)
+  uint64_t t0_ns = 0;        // latency origin: send time, or due time in open loop
+  uint32_t tag = 0;          // the request in flight, or the last one here
+  uint32_t expired_tag = 0;  // the last request here that timed out
+  uint8_t cmd = 0;
+  bool busy = false;
+};
+
+class SlotTable {
+ public:
+  // Capacity rounded up to a power of two, at least 1.
+  explicit SlotTable(uint32_t capacity) {
+    bits_ = 0;
+    while ((uint32_t(1) << bits_) < capacity) ++bits_;
+    slots_.resize(size_t(1) << bits_);
+    free_.reserve(slots_.size());
+    for (uint32_t i = uint32_t(slots_.size()); i-- > 0;) free_.push_back(i);
+    // Generation 1 first: a zero tag never names a request.
+    for (uint32_t i = 0; i < slots_.size(); ++i) slots_[i].tag = i;
+  }
+
+  uint32_t capacity() const { return uint32_t(slots_.size()); }
+  uint32_t in_flight() const { return capacity() - uint32_t(free_.size()); }
+  bool full() const { return free_.empty(); }
+
+  // Takes a free slot for a new request and gives it a fresh tag.
+  // Precondition: !full().
+  uint32_t acquire(uint64_t code, uint8_t cmd, uint64_t t0_ns) {
+    const uint32_t i = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[i];
+    const uint32_t gen = (s.tag >> bits_) + 1;
+    s.tag = bits_ == 32 ? i : (gen << bits_) | i;
+    s.code = code;
+    s.cmd = cmd;
+    s.t0_ns = t0_ns;
+    s.busy = true;
+    return i;
+  }
+
+  Slot& operator[](uint32_t i) { return slots_[i]; }
+
+  // The request in flight that `tag` names, or nullptr.
+  Slot* find(uint32_t tag) {
+    Slot& s = slots_[tag & (capacity() - 1)];
+    return s.busy && s.tag == tag ? &s : nullptr;
+  }
+
+  // True when `tag` named a request here that has already timed out.
+  bool expired(uint32_t tag) const {
+    const Slot& s = slots_[tag & (capacity() - 1)];
+    return s.expired_tag == tag && tag != 0;
+  }
+
+  void release(uint32_t i) {
+    slots_[i].busy = false;
+    free_.push_back(i);
+  }
+  void release(Slot& s) { release(uint32_t(&s - slots_.data())); }
+
+  // Frees the slot as timed out: a reply that comes later is "late".
+  void expire(uint32_t i) {
+    slots_[i].expired_tag = slots_[i].tag;
+    release(i);
+  }
+
+ private:
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;  // a stack: the most recently freed slot is reused first
+  unsigned bits_;
+};
+
+}  // namespace shingled::load

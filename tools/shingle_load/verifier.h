@@ -1,0 +1,53 @@
+// Decides whether one reply is right for the request it answers, from the
+// request's message code and command alone (message.h). Pure: the hot path
+// calls verify_reply() on every reply; explain_wrong() formats the reason
+// only for the few wrong answers that are printed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace shingled::load {
+
+enum class Outcome : uint8_t { exact_hit, shingle_hit, miss, ack, wrong };
+
+// Why a reply is wrong (the first check that failed).
+enum class Wrong : uint8_t {
+  none = 0,
+  size,         // not the 96-byte body a version-4 request gets
+  undecryptable,  // an encrypted reply whose MAC does not verify
+  tag,          // the tag matches no request in flight
+  refused,      // prob 0 with a result code (401, 403, 415, 500, 503) in value
+  prob,         // wrong prob: a miss where a hit was due, a hit where a miss was due, or out of range
+  flag,
+  value,
+  digest,
+  count_
+};
+
+const char* wrong_name(Wrong w);
+
+struct Verdict {
+  Outcome outcome;
+  Wrong why;  // none unless outcome == wrong
+};
+
+// The plain reply body (`len` bytes) to the request built from `code` and
+// `cmd`. The rules (README "Protocol behaviour"):
+//  * CHECK of a stored message: exact hit, prob 1, its flag and value, its digest;
+//  * CHECK of a near-duplicate sharing k shingles: a shingle hit on its
+//    source (the source's digest, flag and value) with k-3 <= 32*prob <= k
+//    (an index entry can be taken over by another key with the same 16-bit
+//    tag, and rspamd's sqlite backend reports k-1); a miss is right too when
+//    k-3 < 17, and the only right answer when k < 17;
+//  * CHECK of an unknown message: miss (value 0, flag 0, prob 0), digest the
+//    request's or 64 zero bytes (rspamd's Redis backend);
+//  * WRITE and DEL: acknowledged, prob 1, value 0, the request's flag and digest.
+// The `ts` field and the bytes after it are not checked.
+Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len);
+
+// One line: the request, what was wrong, and the reply's fields.
+std::string explain_wrong(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len, Wrong why);
+
+}  // namespace shingled::load
