@@ -29,11 +29,25 @@ CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
 size_t CounterTable::memory_bytes() const {
   size_t dense_bytes = 0;
   for (const Dense& d : dense_) dense_bytes += d.id.capacity() * 4 + d.value.capacity() * 8;
-  return index_.capacity() * sizeof(IndexEntry) + records_.capacity() * sizeof(Record) +
-         dense_bytes;
+  // Records in use (the slab is reserved for the capacity up front, but its
+  // pages are only backed once written).
+  return index_.capacity() * sizeof(IndexEntry) + records_.size() * sizeof(Record) + dense_bytes;
 }
 
 void CounterTable::prefetch(uint64_t hash) const { __builtin_prefetch(&index_[home(hash)]); }
+
+void CounterTable::prefetch_record(uint64_t hash) const {
+  const uint32_t tag = uint32_t(hash >> 32);
+  for (size_t pos = home(hash);; pos = (pos + 1) & mask_) {
+    const IndexEntry& e = index_[pos];
+    if (e.rec == 0) return;
+    if (e.tag == tag) {
+      __builtin_prefetch(&records_[e.rec - 1]);
+      __builtin_prefetch(reinterpret_cast<const char*>(&records_[e.rec - 1]) + 64);
+      return;
+    }
+  }
+}
 
 int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
   const uint32_t tag = uint32_t(hash >> 32);
@@ -164,7 +178,10 @@ bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint32_t id, uin
   int64_t pos = find(hash, key);
   if (pos < 0) pos = insert(hash, key);
   if (pos < 0) return false;
-  Record& r = records_[index_[size_t(pos)].rec - 1];
+  return add_to_record(records_[index_[size_t(pos)].rec - 1], id, delta, now);
+}
+
+bool CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now) {
   if (uint64_t* cell = slot_for(r, id, now)) {
     saturating_add(*cell, delta);
     return true;
@@ -188,8 +205,14 @@ bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint32_t id, uin
 }
 
 bool CounterTable::add(uint64_t hash, const CounterKey& key, uint64_t delta, uint64_t now) {
+  int64_t pos = find(hash, key);
+  if (pos < 0) pos = insert(hash, key);
+  if (pos < 0) return false;
+  Record& r = records_[index_[size_t(pos)].rec - 1];
   const CurrentPeriods cur = current_periods(now);
-  return add_to(hash, key, cur.ten_minute, delta, now) && add_to(hash, key, cur.daily, delta, now);
+  add_to_record(r, cur.ten_minute, delta, now);
+  add_to_record(r, cur.daily, delta, now);
+  return true;
 }
 
 const uint64_t* CounterTable::find_slot(const Record& r, uint32_t id, uint64_t& scratch) const {

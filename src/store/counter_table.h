@@ -67,7 +67,10 @@ class CounterTable {
   // at most `max`; returns how many were written.
   size_t series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
                 size_t max) const;
+  // Two stages for a batch: the index line first, then (once it is in
+  // cache) the record it names, so a batch's misses overlap.
   void prefetch(uint64_t hash) const;
+  void prefetch_record(uint64_t hash) const;
 
   // Drops periods older than the retention and counters left empty,
   // looking at `positions` index positions from `cursor` (advanced,
@@ -111,7 +114,8 @@ class CounterTable {
   int64_t find(uint64_t hash, const CounterKey& key) const;  // index position or -1
   int64_t insert(uint64_t hash, const CounterKey& key);      // index position or -1 (full)
   void erase_at(size_t pos);
-  uint64_t* slot_for(Record& r, uint32_t id, uint64_t now);  // nullptr: never
+  bool add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now);
+  uint64_t* slot_for(Record& r, uint32_t id, uint64_t now);  // nullptr: an inline slot
   const uint64_t* find_slot(const Record& r, uint32_t id, uint64_t& scratch) const;
   void to_dense(Record& r, uint64_t now);
   size_t dense_index(uint32_t id) const;

@@ -11,12 +11,13 @@
 namespace shingled::load {
 
 struct Slot {
+  enum State : uint8_t { free = 0, staged, in_flight };
   uint64_t code = 0;         // the message (message.h)
   uint64_t t0_ns = 0;        // latency origin: send time, or due time in open loop
-  uint32_t tag = 0;          // the request in flight, or the last one here
+  uint32_t tag = 0;          // the request here, or the last one
   uint32_t expired_tag = 0;  // the last request here that timed out
   uint8_t cmd = 0;
-  bool busy = false;
+  State state = free;        // staged: built, not yet taken by the kernel
 };
 
 class SlotTable {
@@ -36,8 +37,8 @@ class SlotTable {
   uint32_t in_flight() const { return capacity() - uint32_t(free_.size()); }
   bool full() const { return free_.empty(); }
 
-  // Takes a free slot for a new request and gives it a fresh tag.
-  // Precondition: !full().
+  // Takes a free slot for a new request (state staged) and gives it a
+  // fresh tag. Precondition: !full().
   uint32_t acquire(uint64_t code, uint8_t cmd, uint64_t t0_ns) {
     const uint32_t i = free_.back();
     free_.pop_back();
@@ -47,7 +48,7 @@ class SlotTable {
     s.code = code;
     s.cmd = cmd;
     s.t0_ns = t0_ns;
-    s.busy = true;
+    s.state = Slot::staged;
     return i;
   }
 
@@ -56,7 +57,7 @@ class SlotTable {
   // The request in flight that `tag` names, or nullptr.
   Slot* find(uint32_t tag) {
     Slot& s = slots_[tag & (capacity() - 1)];
-    return s.busy && s.tag == tag ? &s : nullptr;
+    return s.state == Slot::in_flight && s.tag == tag ? &s : nullptr;
   }
 
   // True when `tag` named a request here that has already timed out.
@@ -66,7 +67,7 @@ class SlotTable {
   }
 
   void release(uint32_t i) {
-    slots_[i].busy = false;
+    slots_[i].state = Slot::free;
     free_.push_back(i);
   }
   void release(Slot& s) { release(uint32_t(&s - slots_.data())); }

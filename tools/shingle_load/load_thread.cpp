@@ -1,0 +1,405 @@
+// The send/receive loop of one load thread (see load_thread.h).
+//
+// Per loop: for each socket, build the requests that may go now (closed
+// loop: until `inflight` are out; open loop: every request whose due time
+// has come) straight into a batch of datagram buffers and hand them to the
+// kernel in one sendmmsg; read whatever replies are queued with recvmmsg
+// and verify each; once a millisecond, count requests older than the
+// timeout as lost. A request is never retransmitted.
+//
+// Idle waits: one socket in closed loop blocks in recvmmsg itself (one
+// system call, woken by the first reply; SO_RCVTIMEO bounds it so timeouts
+// and the stop flag are seen); otherwise ppoll until a reply comes or the
+// next request is due.
+#include "shingle_load/load_thread.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+
+#include "shingle_load/message.h"
+#include "shingle_load/slot_table.h"
+#include "shingle_load/verifier.h"
+#include "shingle_load/workload.h"
+#include "wire/le.h"
+
+namespace shingled::load {
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+namespace {
+
+constexpr unsigned kMaxBatch = 64;
+constexpr size_t kSendBufSize = crypto::kRequestHeaderSize + kRequestSize;  // 416
+constexpr size_t kRecvBufSize = 512;  // any reply we expect is at most 40 + 144
+constexpr uint64_t kSweepEveryNs = 1000000;  // 1 ms
+constexpr uint32_t kSweepChunk = 4096;       // slots looked at per sweep
+constexpr int kSocketBuffer = 4 << 20;
+
+// Slots a socket needs: closed loop, its window; open loop, every request
+// that can be in flight within the timeout (and the sweep's lag), at its
+// share of the rate.
+uint32_t slot_capacity(const Options& o, unsigned total_sockets) {
+  if (o.rate <= 0) return o.inflight;
+  const double per_socket = o.rate / total_sockets;
+  const double want = per_socket * (o.timeout_s + 0.2) * 1.25 + 2 * kMaxBatch;
+  return uint32_t(std::min(want, double(1u << 22)));
+}
+
+void set_buffer(int fd, int opt_force, int opt, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, opt_force, &bytes, sizeof bytes) != 0) {
+    setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);  // capped by net.core.*mem_max
+  }
+}
+
+}  // namespace
+
+struct LoadThread::Connection {
+  Connection(const Options& o, const KeyDistribution& keys, unsigned index, unsigned total)
+      : index(index),
+        source(o.workload, keys, index, total, o.seed),
+        slots(slot_capacity(o, total)),
+        send_mem(new uint8_t[kMaxBatch * kSendBufSize]),
+        recv_mem(new uint8_t[kMaxBatch * kRecvBufSize]) {
+    for (unsigned j = 0; j < kMaxBatch; ++j) {
+      send_buf[j] = send_mem.get() + j * kSendBufSize;
+      send_msgs[j] = {};
+      send_msgs[j].msg_hdr.msg_iov = &send_iov[j];
+      send_msgs[j].msg_hdr.msg_iovlen = 1;
+      recv_iov[j] = {recv_mem.get() + j * kRecvBufSize, kRecvBufSize};
+      recv_msgs[j] = {};
+      recv_msgs[j].msg_hdr.msg_iov = &recv_iov[j];
+      recv_msgs[j].msg_hdr.msg_iovlen = 1;
+    }
+  }
+  ~Connection() {
+    if (fd >= 0) close(fd);
+  }
+
+  int fd = -1;
+  unsigned index;  // among all sockets of the run
+  RequestSource source;
+  SlotTable slots;
+  uint64_t quota = UINT64_MAX;  // requests still to send (check/mixed --count)
+  bool exhausted = false;       // write/delete: every id of this socket sent
+  // Open loop: request `seq` is due at start + (seq + phase) * interval.
+  double interval_ns = 0;
+  double phase = 0;
+  uint64_t seq = 0;
+  uint64_t due_ns = 0;
+  // Requests built but not yet taken by the kernel (a full socket buffer).
+  unsigned staged = 0;
+  uint32_t staged_slot[kMaxBatch];
+  uint8_t* send_buf[kMaxBatch];
+  iovec send_iov[kMaxBatch];
+  mmsghdr send_msgs[kMaxBatch];
+  iovec recv_iov[kMaxBatch];
+  mmsghdr recv_msgs[kMaxBatch];
+  std::unique_ptr<uint8_t[]> send_mem;
+  std::unique_ptr<uint8_t[]> recv_mem;
+  uint32_t sweep_cursor = 0;
+
+  bool done_sending(bool stopping) const { return stopping || quota == 0 || exhausted; }
+};
+
+LoadThread::LoadThread(const Options& o, const KeyDistribution& keys, unsigned index)
+    : o_(o),
+      keys_(keys),
+      index_(index),
+      open_loop_(o.rate > 0),
+      encrypted_(!o.server_pk.empty()),
+      timeout_ns_(uint64_t(o.timeout_s * 1e9)) {}
+
+LoadThread::~LoadThread() = default;
+
+bool LoadThread::open(std::string& error) {
+  if (encrypted_ && !crypto_.init(o_.server_pk.data())) {
+    error = "--pubkey is not a usable X25519 public key (low-order point)";
+    return false;
+  }
+  const unsigned total = o_.threads * o_.sockets;
+  const bool by_count = o_.count != 0 && (o_.workload.mode == Mode::check ||
+                                          o_.workload.mode == Mode::mixed);
+  for (unsigned s = 0; s < o_.sockets; ++s) {
+    const unsigned g = index_ * o_.sockets + s;
+    auto c = std::make_unique<Connection>(o_, keys_, g, total);
+    c->fd = socket(o_.server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+      error = std::string("socket: ") + strerror(errno);
+      return false;
+    }
+    set_buffer(c->fd, SO_RCVBUFFORCE, SO_RCVBUF, kSocketBuffer);
+    set_buffer(c->fd, SO_SNDBUFFORCE, SO_SNDBUF, kSocketBuffer);
+    const timeval tv{0, 1000};  // a blocking recvmmsg returns after 1 ms without replies
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(c->fd, reinterpret_cast<const sockaddr*>(&o_.server), o_.server_len) != 0) {
+      error = "connect to " + o_.server_text + ": " + strerror(errno);
+      return false;
+    }
+    if (by_count) c->quota = o_.count / total + (g < o_.count % total ? 1 : 0);
+    if (open_loop_) {
+      c->interval_ns = 1e9 * total / o_.rate;
+      c->phase = double(g) / total;
+    }
+    conns_.push_back(std::move(c));
+  }
+  return true;
+}
+
+void LoadThread::publish() {
+  progress.sent.store(stats_.sent, std::memory_order_relaxed);
+  progress.answered.store(stats_.answered, std::memory_order_relaxed);
+  progress.lost.store(stats_.lost, std::memory_order_relaxed);
+  progress.wrong.store(stats_.wrong, std::memory_order_relaxed);
+}
+
+void LoadThread::count_wrong(Wrong why, const std::string* example) {
+  ++stats_.wrong;
+  ++stats_.wrong_by[size_t(why)];
+  if (example != nullptr && stats_.wrong_examples.size() < o_.show_wrong) {
+    stats_.wrong_examples.push_back(*example);
+  }
+}
+
+unsigned LoadThread::send_some(Connection& c, bool stopping) {
+  if (stopping) {  // requests not yet sent are dropped, not counted
+    for (unsigned j = 0; j < c.staged; ++j) c.slots.release(c.staged_slot[j]);
+    c.staged = 0;
+    return 0;
+  }
+  const uint64_t now = now_ns();
+  const unsigned batch = o_.batch;
+  while (c.staged < batch && c.quota > 0 && !c.exhausted && !c.slots.full()) {
+    uint64_t t0 = now;
+    if (open_loop_) {
+      if (c.due_ns > now) break;
+      t0 = c.due_ns;
+    } else if (c.slots.in_flight() >= o_.inflight) {
+      break;
+    }
+    NextRequest r;
+    if (!c.source.next(r)) {
+      c.exhausted = true;
+      break;
+    }
+    const uint32_t i = c.slots.acquire(r.code, r.cmd, t0);
+    uint8_t* out = c.send_buf[c.staged];
+    size_t len;
+    if (encrypted_) {
+      len = build_request(r.code, r.cmd, c.slots[i].tag, out + crypto::kRequestHeaderSize);
+      len = crypto_.seal(out, len);
+    } else {
+      len = build_request(r.code, r.cmd, c.slots[i].tag, out);
+    }
+    c.send_iov[c.staged] = {out, len};
+    c.staged_slot[c.staged] = i;
+    ++c.staged;
+    if (c.quota != UINT64_MAX) --c.quota;
+    if (open_loop_) {
+      ++c.seq;
+      c.due_ns = start_ns_ + uint64_t((double(c.seq) + c.phase) * c.interval_ns);
+    }
+  }
+  if (c.staged == 0) return 0;
+
+  const uint64_t sent_at = now_ns();
+  const int n = sendmmsg(c.fd, c.send_msgs, c.staged, MSG_DONTWAIT);
+  if (n <= 0) {
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR) {
+      ++stats_.send_errors;
+      // ECONNREFUSED reports an earlier datagram's ICMP error: this one was
+      // not sent and goes again. Anything else: the first one is lost.
+      if (errno != ECONNREFUSED) {
+        c.slots.expire(c.staged_slot[0]);
+        ++stats_.lost;
+        std::rotate(c.staged_slot, c.staged_slot + 1, c.staged_slot + c.staged);
+        std::rotate(c.send_buf, c.send_buf + 1, c.send_buf + c.staged);
+        std::rotate(c.send_iov, c.send_iov + 1, c.send_iov + c.staged);
+        --c.staged;
+        return 1;
+      }
+    }
+    return 0;
+  }
+  for (int j = 0; j < n; ++j) {
+    Slot& s = c.slots[c.staged_slot[j]];
+    s.state = Slot::in_flight;
+    if (open_loop_) {
+      if (sent_at > s.t0_ns && sent_at - s.t0_ns > stats_.max_send_lag_ns) {
+        stats_.max_send_lag_ns = sent_at - s.t0_ns;
+      }
+    } else {
+      s.t0_ns = sent_at;
+    }
+    ++stats_.sent_by_kind[unsigned(code_kind(s.code))];
+  }
+  stats_.sent += unsigned(n);
+  if (unsigned(n) < c.staged) {  // the rest waits for room in the socket buffer
+    std::rotate(c.staged_slot, c.staged_slot + n, c.staged_slot + c.staged);
+    std::rotate(c.send_buf, c.send_buf + n, c.send_buf + c.staged);
+    std::rotate(c.send_iov, c.send_iov + n, c.send_iov + c.staged);
+  }
+  c.staged -= unsigned(n);
+  return unsigned(n);
+}
+
+unsigned LoadThread::receive(Connection& c, bool block) {
+  const int r = recvmmsg(c.fd, c.recv_msgs, o_.batch, block ? MSG_WAITFORONE : MSG_DONTWAIT,
+                         nullptr);
+  if (r <= 0) return 0;  // EAGAIN, EINTR, or an ICMP error (ECONNREFUSED): nothing to read
+  const uint64_t now = now_ns();
+  for (int j = 0; j < r; ++j) {
+    const mmsghdr& m = c.recv_msgs[j];
+    handle_reply(c, static_cast<uint8_t*>(c.recv_iov[j].iov_base), m.msg_len,
+                 (m.msg_hdr.msg_flags & MSG_TRUNC) != 0, now);
+  }
+  stats_.last_reply_ns = now;
+  return unsigned(r);
+}
+
+void LoadThread::handle_reply(Connection& c, uint8_t* data, size_t len, bool truncated,
+                              uint64_t now) {
+  const bool explain = stats_.wrong_examples.size() < o_.show_wrong;
+  if (truncated) len = kRecvBufSize + 1;  // larger than the buffer: the wrong size, whatever it was
+  uint8_t* body = data;
+  if (encrypted_) {
+    if (truncated || !crypto_.open(data, len)) {
+      const std::string why = "a reply of " + std::to_string(len) +
+                              " bytes does not open with this thread's key (bad MAC or size)";
+      count_wrong(Wrong::undecryptable, explain ? &why : nullptr);
+      return;
+    }
+    body = data + crypto::kReplyHeaderSize;
+    len -= crypto::kReplyHeaderSize;
+  }
+  if (len < 12) {
+    const std::string why = "a reply of " + std::to_string(len) + " bytes has no tag";
+    count_wrong(Wrong::size, explain ? &why : nullptr);
+    return;
+  }
+  const uint32_t tag = load_le32(body + 8);
+  Slot* s = c.slots.find(tag);
+  if (s == nullptr) {
+    if (c.slots.expired(tag)) {
+      ++stats_.late;
+      return;
+    }
+    std::string why;
+    if (explain) {
+      char text[160];
+      snprintf(text, sizeof text,
+               "a reply with tag %" PRIu32 " matches no request in flight [reply: %zu bytes, value %d, "
+               "flag %u, prob %.4f]", tag, len, len >= 16 ? int32_t(load_le32(body)) : 0,
+               len >= 16 ? load_le32(body + 4) : 0, len >= 16 ? double(load_le_f32(body + 12)) : 0.0);
+      why = text;
+    }
+    count_wrong(Wrong::tag, explain ? &why : nullptr);
+    return;
+  }
+  const uint64_t latency = now > s->t0_ns ? now - s->t0_ns : 0;
+  if (latency > timeout_ns_) {  // too late: lost, as if the sweep had seen it first
+    ++stats_.lost;
+    ++stats_.late;
+    c.slots.expire(uint32_t(s - &c.slots[0]));
+    return;
+  }
+  const Verdict v = verify_reply(s->code, s->cmd, body, truncated ? 0 : len);
+  ++stats_.answered;
+  ++stats_.outcomes[unsigned(v.outcome)];
+  stats_.latency.record(latency);
+  if (v.outcome == Outcome::wrong) {
+    if (explain) {
+      const std::string why = explain_wrong(s->code, s->cmd, body, truncated ? 0 : len, v.why);
+      count_wrong(v.why, &why);
+    } else {
+      count_wrong(v.why, nullptr);
+    }
+  }
+  c.slots.release(*s);
+}
+
+void LoadThread::sweep(Connection& c, uint64_t now) {
+  if (c.slots.in_flight() == 0) return;
+  const uint32_t cap = c.slots.capacity();
+  const uint32_t chunk = std::min(cap, kSweepChunk);
+  for (uint32_t k = 0; k < chunk; ++k) {
+    const uint32_t i = c.sweep_cursor++ & (cap - 1);
+    const Slot& s = c.slots[i];
+    if (s.state == Slot::in_flight && now > s.t0_ns && now - s.t0_ns > timeout_ns_) {
+      ++stats_.lost;
+      c.slots.expire(i);
+    }
+  }
+}
+
+void LoadThread::idle(uint64_t now, bool stopping) {
+  uint64_t wait_ns = kSweepEveryNs;
+  if (open_loop_) {
+    for (const auto& c : conns_) {
+      if (c->done_sending(stopping) || c->slots.full()) continue;
+      wait_ns = c->due_ns > now ? std::min(wait_ns, c->due_ns - now) : 0;
+    }
+    if (wait_ns < 2000) return;  // due within 2 us: spinning is cheaper than sleeping
+  }
+  pollfd fds[1024];
+  const size_t n = std::min(conns_.size(), sizeof fds / sizeof fds[0]);
+  for (size_t j = 0; j < n; ++j) fds[j] = {conns_[j]->fd, POLLIN, 0};
+  const timespec ts{time_t(wait_ns / 1000000000u), long(wait_ns % 1000000000u)};
+  ppoll(fds, nfds_t(n), &ts, nullptr);
+}
+
+void LoadThread::run(uint64_t start_ns, uint64_t end_ns, const std::atomic<bool>& stop) {
+  start_ns_ = start_ns;
+  if (open_loop_) prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake at the due time, not 50 us later
+  for (auto& c : conns_) {
+    c->due_ns = start_ns + uint64_t(c->phase * c->interval_ns);
+  }
+  uint64_t next_sweep = start_ns + kSweepEveryNs;
+  const bool single_closed = conns_.size() == 1 && !open_loop_;
+  for (;;) {
+    uint64_t now = now_ns();
+    const bool stopping = stop.load(std::memory_order_relaxed) || now >= end_ns;
+    unsigned work = 0;
+    for (auto& c : conns_) work += send_some(*c, stopping);
+    if (single_closed) {
+      // Block for replies when nothing more may be sent now: the window is
+      // full, or sending is over and replies are awaited.
+      Connection& c = *conns_[0];
+      const bool window_full = c.slots.in_flight() >= o_.inflight || c.done_sending(stopping);
+      work += receive(c, window_full && c.staged == 0);
+    } else {
+      for (auto& c : conns_) work += receive(*c, false);
+    }
+    now = now_ns();
+    if (now >= next_sweep) {
+      for (auto& c : conns_) sweep(*c, now);
+      next_sweep = now + kSweepEveryNs;
+      publish();
+    }
+    bool done = true;
+    for (const auto& c : conns_) {
+      if (!c->done_sending(stopping) || c->staged != 0 || c->slots.in_flight() != 0) {
+        done = false;
+        break;
+      }
+    }
+    if (done) break;
+    if (work == 0) idle(now, stopping);
+  }
+  publish();
+}
+
+}  // namespace shingled::load
