@@ -50,6 +50,21 @@ TEST(CountersCodec, layout_is_the_documented_one) {
   EXPECT_EQ(e2[16], 7001 & 0xff);  // the pair shingle follows
 }
 
+TEST(CountersCodec, the_example_in_docs_counters_md_decodes) {
+  const uint8_t b[] = {0x73, 0x68, 0x63, 0x74, 0x01, 0x03, 0x01, 0x00, 0x07, 0x00, 0x00, 0x00,
+                       0x07, 0x6d, 0x61, 0x73, 0x73, 0x5f, 0x69, 0x6e, 0x0e, 0x00, 0x00, 0x00,
+                       0x01, 0x00, 0x00, 0x00, 0xdd, 0xd8, 0xb7, 0xc2, 0xca, 0xf8, 0x91, 0x57};
+  Request d;
+  ASSERT_EQ(decode_request(b, sizeof b, d), DecodeStatus::ok);
+  EXPECT_EQ(d.op, kIncrementRead);
+  EXPECT_EQ(d.tag, 7u);
+  EXPECT_EQ(d.prefix, "mass_in");
+  ASSERT_EQ(d.n, 1);
+  EXPECT_EQ(d.entries[0].type, 14);
+  EXPECT_EQ(d.entries[0].delta, 1u);
+  EXPECT_EQ(d.entries[0].shingle, 0x5791f8cac2b7d8ddull);
+}
+
 TEST(CountersCodec, requests_round_trip) {
   for (uint8_t op : {kRead, kIncrement, kIncrementRead}) {
     const std::vector<uint8_t> b = encode(sample(op));

@@ -13,7 +13,7 @@
 // next request is due.
 #include "shingle_load/load_thread.h"
 
-#include <fcntl.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -43,7 +43,6 @@ uint64_t now_ns() {
 namespace {
 
 constexpr unsigned kMaxBatch = 64;
-constexpr size_t kSendBufSize = crypto::kRequestHeaderSize + kRequestSize;  // 416
 constexpr size_t kRecvBufSize = 512;  // any reply we expect is at most 40 + 144
 constexpr uint64_t kSweepEveryNs = 1000000;  // 1 ms
 constexpr uint32_t kSweepChunk = 4096;       // slots looked at per sweep
@@ -68,14 +67,16 @@ void set_buffer(int fd, int opt_force, int opt, int bytes) {
 }  // namespace
 
 struct LoadThread::Connection {
-  Connection(const Options& o, const KeyDistribution& keys, unsigned index, unsigned total)
+  Connection(const Options& o, const KeyDistribution& keys, unsigned index, unsigned total,
+             size_t request_size)
       : index(index),
+        request_size(request_size),
         source(o.workload, keys, index, total, o.seed),
         slots(slot_capacity(o, total)),
-        send_mem(new uint8_t[kMaxBatch * kSendBufSize]),
+        send_mem(new uint8_t[kMaxBatch * request_size]),
         recv_mem(new uint8_t[kMaxBatch * kRecvBufSize]) {
     for (unsigned j = 0; j < kMaxBatch; ++j) {
-      send_buf[j] = send_mem.get() + j * kSendBufSize;
+      send_iov[j] = {send_mem.get() + j * request_size, request_size};
       send_msgs[j] = {};
       send_msgs[j].msg_hdr.msg_iov = &send_iov[j];
       send_msgs[j].msg_hdr.msg_iovlen = 1;
@@ -90,7 +91,9 @@ struct LoadThread::Connection {
   }
 
   int fd = -1;
-  unsigned index;  // among all sockets of the run
+  unsigned index;       // among all sockets of the run
+  size_t request_size;  // every request of a run has the same size
+  bool gso = false;     // send a batch as one UDP GSO datagram train
   RequestSource source;
   SlotTable slots;
   uint64_t quota = UINT64_MAX;  // requests still to send (check/mixed --count)
@@ -100,19 +103,28 @@ struct LoadThread::Connection {
   double phase = 0;
   uint64_t seq = 0;
   uint64_t due_ns = 0;
-  // Requests built but not yet taken by the kernel (a full socket buffer).
+  // Requests built but not yet taken by the kernel, back to back in
+  // send_mem (request j at j * request_size), with their slots.
   unsigned staged = 0;
   uint32_t staged_slot[kMaxBatch];
-  uint8_t* send_buf[kMaxBatch];
+  std::unique_ptr<uint8_t[]> send_mem;
   iovec send_iov[kMaxBatch];
   mmsghdr send_msgs[kMaxBatch];
+  std::unique_ptr<uint8_t[]> recv_mem;
   iovec recv_iov[kMaxBatch];
   mmsghdr recv_msgs[kMaxBatch];
-  std::unique_ptr<uint8_t[]> send_mem;
-  std::unique_ptr<uint8_t[]> recv_mem;
   uint32_t sweep_cursor = 0;
 
   bool done_sending(bool stopping) const { return stopping || quota == 0 || exhausted; }
+
+  // Drops the first n staged requests (sent, or given up).
+  void unstage(unsigned n) {
+    if (n < staged) {
+      std::memmove(send_mem.get(), send_mem.get() + n * request_size, (staged - n) * request_size);
+      std::memmove(staged_slot, staged_slot + n, (staged - n) * sizeof staged_slot[0]);
+    }
+    staged -= n;
+  }
 };
 
 LoadThread::LoadThread(const Options& o, const KeyDistribution& keys, unsigned index)
@@ -131,11 +143,12 @@ bool LoadThread::open(std::string& error) {
     return false;
   }
   const unsigned total = o_.threads * o_.sockets;
+  const size_t request_size = kRequestSize + (encrypted_ ? crypto::kRequestHeaderSize : 0);
   const bool by_count = o_.count != 0 && (o_.workload.mode == Mode::check ||
                                           o_.workload.mode == Mode::mixed);
   for (unsigned s = 0; s < o_.sockets; ++s) {
     const unsigned g = index_ * o_.sockets + s;
-    auto c = std::make_unique<Connection>(o_, keys_, g, total);
+    auto c = std::make_unique<Connection>(o_, keys_, g, total, request_size);
     c->fd = socket(o_.server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
       error = std::string("socket: ") + strerror(errno);
@@ -149,6 +162,11 @@ bool LoadThread::open(std::string& error) {
       error = "connect to " + o_.server_text + ": " + strerror(errno);
       return false;
     }
+    // UDP GSO: the kernel cuts one buffer into request_size datagrams, so a
+    // batch costs one trip down the stack. The server receives the same
+    // datagrams either way.
+    const int segment = int(request_size);
+    c->gso = o_.gso && setsockopt(c->fd, SOL_UDP, UDP_SEGMENT, &segment, sizeof segment) == 0;
     if (by_count) c->quota = o_.count / total + (g < o_.count % total ? 1 : 0);
     if (open_loop_) {
       c->interval_ns = 1e9 * total / o_.rate;
@@ -174,6 +192,17 @@ void LoadThread::count_wrong(Wrong why, const std::string* example) {
   }
 }
 
+// Closed loop: true when a good part of a batch may go (a quarter of the
+// window, at most a batch), so that a few replies do not each cost a send
+// and a wake-up of the server; always true with nothing in flight.
+bool LoadThread::window_open(const Connection& c) const {
+  const uint32_t in_flight = c.slots.in_flight();
+  if (in_flight == 0) return true;
+  const uint32_t free_window = o_.inflight > in_flight ? o_.inflight - in_flight : 0;
+  const uint32_t want = std::min<uint32_t>(o_.batch, std::max<uint32_t>(1, o_.inflight / 4));
+  return free_window >= want;
+}
+
 unsigned LoadThread::send_some(Connection& c, bool stopping) {
   if (stopping) {  // requests not yet sent are dropped, not counted
     for (unsigned j = 0; j < c.staged; ++j) c.slots.release(c.staged_slot[j]);
@@ -182,6 +211,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
   }
   const uint64_t now = now_ns();
   const unsigned batch = o_.batch;
+  if (!open_loop_ && c.staged == 0 && !window_open(c)) return 0;
   while (c.staged < batch && c.quota > 0 && !c.exhausted && !c.slots.full()) {
     uint64_t t0 = now;
     if (open_loop_) {
@@ -196,15 +226,13 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
       break;
     }
     const uint32_t i = c.slots.acquire(r.code, r.cmd, t0);
-    uint8_t* out = c.send_buf[c.staged];
-    size_t len;
+    uint8_t* out = c.send_mem.get() + c.staged * c.request_size;
     if (encrypted_) {
-      len = build_request(r.code, r.cmd, c.slots[i].tag, out + crypto::kRequestHeaderSize);
-      len = crypto_.seal(out, len);
+      const size_t len = build_request(r.code, r.cmd, c.slots[i].tag, out + crypto::kRequestHeaderSize);
+      crypto_.seal(out, len);
     } else {
-      len = build_request(r.code, r.cmd, c.slots[i].tag, out);
+      build_request(r.code, r.cmd, c.slots[i].tag, out);
     }
-    c.send_iov[c.staged] = {out, len};
     c.staged_slot[c.staged] = i;
     ++c.staged;
     if (c.quota != UINT64_MAX) --c.quota;
@@ -216,7 +244,22 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
   if (c.staged == 0) return 0;
 
   const uint64_t sent_at = now_ns();
-  const int n = sendmmsg(c.fd, c.send_msgs, c.staged, MSG_DONTWAIT);
+  int n;
+  if (c.gso) {
+    iovec iov{c.send_mem.get(), c.staged * c.request_size};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    n = sendmsg(c.fd, &m, MSG_DONTWAIT) < 0 ? -1 : int(c.staged);
+    if (n < 0 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+      c.gso = false;  // the route cannot segment: one datagram per message from now on
+      const int off = 0;
+      setsockopt(c.fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
+      return 0;
+    }
+  } else {
+    n = sendmmsg(c.fd, c.send_msgs, c.staged, MSG_DONTWAIT);
+  }
   if (n <= 0) {
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR) {
       ++stats_.send_errors;
@@ -225,10 +268,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
       if (errno != ECONNREFUSED) {
         c.slots.expire(c.staged_slot[0]);
         ++stats_.lost;
-        std::rotate(c.staged_slot, c.staged_slot + 1, c.staged_slot + c.staged);
-        std::rotate(c.send_buf, c.send_buf + 1, c.send_buf + c.staged);
-        std::rotate(c.send_iov, c.send_iov + 1, c.send_iov + c.staged);
-        --c.staged;
+        c.unstage(1);
         return 1;
       }
     }
@@ -247,12 +287,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
     ++stats_.sent_by_kind[unsigned(code_kind(s.code))];
   }
   stats_.sent += unsigned(n);
-  if (unsigned(n) < c.staged) {  // the rest waits for room in the socket buffer
-    std::rotate(c.staged_slot, c.staged_slot + n, c.staged_slot + c.staged);
-    std::rotate(c.send_buf, c.send_buf + n, c.send_buf + c.staged);
-    std::rotate(c.send_iov, c.send_iov + n, c.send_iov + c.staged);
-  }
-  c.staged -= unsigned(n);
+  c.unstage(unsigned(n));  // the rest, if any, waits for room in the socket buffer
   return unsigned(n);
 }
 
@@ -378,8 +413,8 @@ void LoadThread::run(uint64_t start_ns, uint64_t end_ns, const std::atomic<bool>
       // Block for replies when nothing more may be sent now: the window is
       // full, or sending is over and replies are awaited.
       Connection& c = *conns_[0];
-      const bool window_full = c.slots.in_flight() >= o_.inflight || c.done_sending(stopping);
-      work += receive(c, window_full && c.staged == 0);
+      const bool wait = c.staged == 0 && (c.done_sending(stopping) || !window_open(c));
+      work += receive(c, wait);
     } else {
       for (auto& c : conns_) work += receive(*c, false);
     }

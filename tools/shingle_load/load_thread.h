@@ -41,6 +41,7 @@ class LoadThread {
  private:
   struct Connection;
 
+  bool window_open(const Connection& c) const;
   unsigned send_some(Connection& c, bool stopping);
   unsigned receive(Connection& c, bool block);
   void handle_reply(Connection& c, uint8_t* data, size_t len, bool truncated, uint64_t now);

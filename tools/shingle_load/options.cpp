@@ -67,7 +67,7 @@ constexpr Flag kFlags[] = {
     {"seed", 0, true},         {"inflight", 'c', true},    {"rate", 'r', true},
     {"duration", 'd', true},   {"count", 'n', true},       {"threads", 't', true},
     {"sockets", 0, true},      {"cpus", 0, true},          {"timeout", 0, true},
-    {"batch", 0, true},        {"json", 0, false},         {"quiet", 'q', false},
+    {"batch", 0, true},        {"no-gso", 0, false},      {"json", 0, false},         {"quiet", 'q', false},
     {"show-wrong", 0, true},   {"max-loss", 0, true},      {"help", 'h', false},
     {"version", 'V', false},
 };
@@ -220,7 +220,9 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
     double d = 0;
     if (name == "help") return ParseResult::help;
     if (name == "version") return ParseResult::version;
-    if (name == "json") {
+    if (name == "no-gso") {
+      o.gso = false;
+    } else if (name == "json") {
       o.json_only = true;
       o.progress = false;
     } else if (name == "quiet") {

@@ -32,6 +32,7 @@ struct Options {
   std::vector<int> cpus;   // pin thread i to cpus[i % size]; empty: no pinning
   double timeout_s = 1;
   unsigned batch = 64;     // datagrams per sendmmsg / recvmmsg
+  bool gso = true;         // send each batch as one UDP GSO buffer where the kernel can
   uint64_t seed = 1;
 
   bool json_only = false;
