@@ -3,6 +3,7 @@
 
 #include "common/cpu.h"
 #include "common/log.h"
+#include "io/udp_socket.h"
 
 namespace shingled {
 
@@ -31,6 +32,9 @@ std::vector<ChangeFeed*> Engine::enable_change_feeds() {
 }
 
 bool Engine::start(std::string& error) {
+  for (const ListenAddress& addr : config_.bind_sockets) {
+    if (!udp_address_free(addr, error)) return false;
+  }
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {
     std::string io_error;

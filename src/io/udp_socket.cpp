@@ -40,6 +40,32 @@ std::string sockaddr_text(const sockaddr* addr) {
   return "(address family " + std::to_string(addr->sa_family) + ")";
 }
 
+bool udp_address_free(const ListenAddress& addr, std::string& error) {
+  const auto* sa = reinterpret_cast<const sockaddr*>(&addr.addr);
+  const int family = sa->sa_family;
+  if (family != AF_INET && family != AF_INET6) return true;  // open_udp_socket() says why
+  const uint16_t port = family == AF_INET
+                            ? reinterpret_cast<const sockaddr_in*>(sa)->sin_port
+                            : reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port;
+  if (port == 0) return true;
+  const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+  if (fd < 0) return true;  // the real open reports it
+  const int one = 1;
+  if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  const socklen_t len = addr.addr_len != 0
+                            ? addr.addr_len
+                            : (family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+  const bool free = bind(fd, sa, len) == 0;
+  const int err = errno;
+  close(fd);
+  if (!free && err == EADDRINUSE) {
+    error = "listen address " + addr.text +
+            " is in use by another process (another shingled, or rspamd's own fuzzy worker?)";
+    return false;
+  }
+  return true;  // any other bind error is reported by open_udp_socket()
+}
+
 int open_udp_socket(const ListenAddress& addr, std::string& error) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&addr.addr);
   const int family = sa->sa_family;

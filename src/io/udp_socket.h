@@ -16,6 +16,13 @@ namespace shingled {
 // IPV6_V6ONLY so that "*:port" can bind 0.0.0.0 and [::] side by side.
 int open_udp_socket(const ListenAddress& addr, std::string& error);
 
+// Whether no socket at all is bound to `addr` yet. The workers' sockets
+// share their address through SO_REUSEPORT, which another process of the
+// same user could join too, silently taking half the traffic; binding once
+// without the option first makes a second daemon on the same port fail at
+// start instead. Port 0 (any free port) is always free.
+bool udp_address_free(const ListenAddress& addr, std::string& error);
+
 // The address a socket is bound to (useful after binding port 0). Returns
 // false if getsockname() fails.
 bool socket_local_address(int fd, sockaddr_storage& out, socklen_t& out_len);

@@ -104,6 +104,16 @@ else
   fail "second daemon on one hashfile refused, naming the first" "$out"
 fi
 
+# A second daemon on the same UDP port (another database) is refused too,
+# instead of silently sharing the port through SO_REUSEPORT.
+sed -e "s|$tmp/db|$tmp/db2|" -e 's/a.sock/c.sock/' -e 's/shingled.log/c.log/' a.conf >c.conf
+out=$("$shingled" --config c.conf 2>&1)
+if [ $? -ne 0 ] && echo "$out" | grep -q "127.0.0.1:$lport is in use by another process"; then
+  pass "second daemon on one port refused"
+else
+  fail "second daemon on one port refused" "$out"
+fi
+
 # log_file and SIGHUP: logrotate moves the file away, SIGHUP opens a new one.
 check "log_file receives the log" grep -q "listening on" logs/shingled.log
 mv logs/shingled.log logs/shingled.log.1
