@@ -65,6 +65,11 @@ struct Config {
   // Engine.
   unsigned workers = 0;           // 0 = one per online core
   bool pin_workers = true;        // pin worker i to the i-th allowed CPU
+  // After its last packet a worker keeps polling this long before it may
+  // sleep: an idle vCPU or core can take milliseconds to wake. 0 = sleep
+  // at once (share the core); on a dedicated core, a few hundred us keeps
+  // latency at the polling cost.
+  uint32_t busy_poll_us = 0;
   IoBackendKind io = IoBackendKind::uring;  // falls back to recvmmsg with a log line
 
   // Daemon.

@@ -24,7 +24,7 @@ namespace {
 const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
-    "sync", "log_file",
+    "sync", "log_file", "busy_poll_us",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
@@ -251,6 +251,11 @@ class Loader {
                                 std::to_string(kMaxWorkers));
       }
       cfg_.workers = static_cast<unsigned>(n);
+    } else if (name == "busy_poll_us") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n > 1'000'000) return fail(m.line, "busy_poll_us: at most 1000000 (one second)");
+      cfg_.busy_poll_us = uint32_t(n);
     } else if (name == "pin_workers") {
       if (!ucl_to_bool(v, cfg_.pin_workers, err)) return fail(m.line, key + ": " + err);
     } else if (name == "io") {

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "common/clock.h"
@@ -81,12 +82,18 @@ void Worker::run(int cpu) {
   RxPacket rx[kBurst];
   bool idle = false;
   unsigned idle_streak = 0;
+  const auto busy_poll = std::chrono::microseconds(engine_.config().busy_poll_us);
+  auto last_activity = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t now = unix_seconds_now();
     unsigned n = 0;
     // While messages for a busy owner are held back, take no new packets:
     // keep draining our own inbox so that owner (maybe waiting on us) moves.
     const bool backlog = !flush_pending();
+    if (idle && busy_poll.count() != 0 &&
+        std::chrono::steady_clock::now() - last_activity < busy_poll) {
+      idle = false;  // keep polling: no sleep, no wake-up latency
+    }
     if (!backlog) {
       unsigned wait = 0;
       if (idle) {
@@ -105,6 +112,7 @@ void Worker::run(int cpu) {
     flush_pending();
     io_->flush();
     idle = n == 0 && !had_messages && !backlog;
+    if (!idle && busy_poll.count() != 0) last_activity = std::chrono::steady_clock::now();
     idle_streak = idle ? idle_streak + 1 : 0;
     stats_.loop_iterations.add();
     upkeep(now);

@@ -107,6 +107,12 @@ TEST(ConfigOptions, json_document_is_accepted) {
   EXPECT_EQ(cfg.workers, 0u);
 }
 
+TEST(ConfigOptions, busy_poll_us_is_bounded) {
+  EXPECT_EQ(load_ok("").busy_poll_us, 0u);
+  EXPECT_EQ(load_ok("busy_poll_us = 500").busy_poll_us, 500u);
+  expect_error("busy_poll_us = 2000000\n", 1, "busy_poll_us: at most 1000000");
+}
+
 TEST(ConfigOptions, sync_takes_a_duration_within_one_second_and_one_day) {
   EXPECT_EQ(load_ok("sync = 30").sync_seconds, 30u);
   EXPECT_EQ(load_ok("sync = 2min").sync_seconds, 120u);
