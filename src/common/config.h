@@ -57,6 +57,13 @@ struct Config {
   uint64_t max_hashes = 1'000'000;               // capacity of the digest table
   uint64_t max_memory = 0;                       // or: capacity from a RAM budget (bytes)
 
+  // Shingle counters (shingled's own option names). No listener unless
+  // counters_bind_socket is given (default port 11337).
+  std::vector<ListenAddress> counters_bind_sockets;
+  uint64_t counters_max = 1'000'000;          // live counters, all shards
+  uint32_t counters_ten_minute_periods = 144;  // one day of 10-minute periods
+  uint32_t counters_daily_periods = 14;        // two weeks of days
+
   // Encryption (rspamd's option names). The first keypair is the default.
   std::vector<KeypairText> keypairs;
   bool encrypted_only = false;       // plain requests get a 403 reply

@@ -24,7 +24,8 @@ namespace {
 const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
-    "sync", "log_file", "busy_poll_us",
+    "sync", "log_file", "busy_poll_us", "counters_bind_socket", "counters_max",
+    "counters_ten_minute_periods", "counters_daily_periods",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
@@ -117,6 +118,18 @@ class Loader {
       return fail(last_bind != nullptr ? last_bind->key_line : 0,
                   "bind_socket lists no address: there would be nothing to listen on");
     }
+    for (const ListenAddress& c : cfg_.counters_bind_sockets) {
+      for (const ListenAddress& f : cfg_.bind_sockets) {
+        if (same_address(c, f)) {
+          int line = 0;
+          for (const auto& [addr, l] : bound_) {
+            if (same_address(addr, c)) line = l;
+          }
+          return fail(line, "counters_bind_socket: " + c.text +
+                                " is also the fuzzy storage's bind_socket");
+        }
+      }
+    }
     if (max_hashes_line_ != 0 && max_memory_line_ != 0) {
       return fail(max_memory_line_, "max_memory and max_hashes (line " +
                                         std::to_string(max_hashes_line_) +
@@ -183,7 +196,11 @@ class Loader {
     if (key == "worker") {
       return fail(m.key_line, "'worker' blocks cannot be nested");
     }
-    if (name == "bind_socket") return apply_bind_socket(m);
+    if (name == "bind_socket") return apply_bind_socket(m, cfg_.bind_sockets, bind_given_, "bind_socket");
+    if (name == "counters_bind_socket") {
+      return apply_bind_socket(m, cfg_.counters_bind_sockets, counters_bind_given_,
+                               "counters_bind_socket");
+    }
     if (name == "allow_update") return apply_allow_update(m);
     if (key == "keypair") return apply_keypair(m);
     if (is_unsupported(key)) {
@@ -251,6 +268,20 @@ class Loader {
                                 std::to_string(kMaxWorkers));
       }
       cfg_.workers = static_cast<unsigned>(n);
+    } else if (name == "counters_max") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n < 1 || n > (uint64_t(1) << 36)) return fail(m.line, "counters_max: must be 1..2^36");
+      cfg_.counters_max = n;
+    } else if (name == "counters_ten_minute_periods" || name == "counters_daily_periods") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      const uint64_t most = name == "counters_daily_periods" ? 366 : 144 * 14;
+      if (n < 1 || n > most) {
+        return fail(m.line, key + ": must be 1.." + std::to_string(most));
+      }
+      (name == "counters_daily_periods" ? cfg_.counters_daily_periods
+                                        : cfg_.counters_ten_minute_periods) = uint32_t(n);
     } else if (name == "busy_poll_us") {
       uint64_t n = 0;
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
@@ -306,34 +337,36 @@ class Loader {
                             ucl_kind_name(m.kind));
   }
 
-  // Repeatable: every occurrence adds addresses; the first replaces the default.
-  bool apply_bind_socket(const UclNode& m) {
+  // Repeatable: every occurrence adds addresses; the first replaces the
+  // default. An address may appear once across all services' lists.
+  bool apply_bind_socket(const UclNode& m, std::vector<ListenAddress>& target, bool& given,
+                         const char* name) {
     std::vector<const UclNode*> items;
     if (!scalar_items(m, items)) return false;
-    if (!bind_given_) {
-      cfg_.bind_sockets.clear();
-      bind_given_ = true;
+    if (!given) {
+      target.clear();
+      given = true;
     }
     for (const UclNode* item : items) {
       std::vector<ListenAddress> parsed;
       std::string err;
       if (!parse_listen_address(item->text, parsed, err)) {
-        return fail(item->line, "bind_socket: " + err);
+        return fail(item->line, std::string(name) + ": " + err);
       }
       for (ListenAddress& addr : parsed) {
-        if (cfg_.bind_sockets.size() >= kMaxBindSockets) {
-          return fail(item->line, "bind_socket: more than " + std::to_string(kMaxBindSockets) +
-                                      " addresses");
+        if (target.size() >= kMaxBindSockets) {
+          return fail(item->line, std::string(name) + ": more than " +
+                                      std::to_string(kMaxBindSockets) + " addresses");
         }
-        for (size_t i = 0; i < cfg_.bind_sockets.size(); ++i) {
-          if (same_address(cfg_.bind_sockets[i], addr)) {
-            return fail(item->line, "bind_socket: " + addr.text + " is listed twice, at lines " +
-                                        std::to_string(bind_lines_[i]) + " and " +
-                                        std::to_string(item->line));
+        for (const auto& [other, line] : bound_) {
+          if (same_address(other, addr)) {
+            return fail(item->line, std::string(name) + ": " + addr.text +
+                                        " is listed twice, at lines " + std::to_string(line) +
+                                        " and " + std::to_string(item->line));
           }
         }
-        cfg_.bind_sockets.push_back(std::move(addr));
-        bind_lines_.push_back(item->line);
+        bound_.emplace_back(addr, item->line);
+        target.push_back(std::move(addr));
       }
     }
     return true;
@@ -444,7 +477,8 @@ class Loader {
   std::map<std::string, int> seen_;  // canonical option name -> first key line
   bool bind_given_ = false;
   bool allow_given_ = false;
-  std::vector<int> bind_lines_;  // line of each cfg_.bind_sockets entry
+  std::vector<std::pair<ListenAddress, int>> bound_;  // every listen address so far, with its line
+  bool counters_bind_given_ = false;
   int worker_line_ = 0;
   int max_hashes_line_ = 0;
   int max_memory_line_ = 0;

@@ -23,6 +23,7 @@
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 #include "persist/persister.h"
+#include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 #include "wire/base32.h"
 #include "wire/keypair_text.h"
@@ -265,8 +266,23 @@ int run(int argc, char** argv) {
     }
   }
 
+  std::unique_ptr<CounterStore> counters;
+  if (!config.counters_bind_sockets.empty()) {
+    CounterStoreOptions co;
+    co.max_counters = config.counters_max;
+    co.retention.ten_minute_periods = config.counters_ten_minute_periods;
+    co.retention.daily_periods = config.counters_daily_periods;
+    try {
+      counters = std::make_unique<CounterStore>(co);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "shingled: cannot allocate the counter store for counters_max = %llu: %s\n",
+              static_cast<unsigned long long>(config.counters_max), e.what());
+      return 1;
+    }
+  }
+
   const double started = monotonic_seconds();
-  Engine engine(config, *store, keypairs);
+  Engine engine(config, *store, keypairs, counters.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
   persister.seed(std::move(expired_at_load));
   persister.start();
@@ -281,6 +297,10 @@ int run(int argc, char** argv) {
     return 1;
   }
   for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
+  for (const ListenAddress& a : config.counters_bind_sockets) {
+    LOG_INFO("counters on %s (udp), capacity %llu counters (not persisted yet)", a.text.c_str(),
+             static_cast<unsigned long long>(config.counters_max));
+  }
   LOG_INFO("control socket %s", config.control_socket.c_str());
   for (size_t i = 0; i < keypairs.size(); ++i) {
     LOG_INFO("keypair %zu%s: pubkey %s", i, i == 0 ? " (default)" : "",

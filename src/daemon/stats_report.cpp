@@ -138,6 +138,11 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
            static_cast<unsigned long long>(keys[k].decrypt_failures));
   }
   out += "]";
+  if (const CounterService* cs = engine.counter_service()) {
+    append(out, ",\"counters\":{\"live\":%llu,\"memory_bytes\":%llu}",
+           static_cast<unsigned long long>(cs->store().live()),
+           static_cast<unsigned long long>(cs->store().memory_bytes()));
+  }
   if (persister != nullptr) {
     out += ",\"persistence\":{";
     const std::vector<PersistRow> p = collect_persistence(engine, *persister);

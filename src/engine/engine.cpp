@@ -7,8 +7,12 @@
 
 namespace shingled {
 
-Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs)
+Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs,
+               CounterStore* counters)
     : config_(config), store_(store), service_(store, config, std::move(keypairs)) {
+  if (counters != nullptr && !config_.counters_bind_sockets.empty()) {
+    counter_service_ = std::make_unique<CounterService>(*counters, config_);
+  }
   const std::vector<int> cpus = allowed_cpus();
   worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
   if (worker_count_ > store_.shard_count()) worker_count_ = store_.shard_count();
@@ -32,17 +36,22 @@ std::vector<ChangeFeed*> Engine::enable_change_feeds() {
 }
 
 bool Engine::start(std::string& error) {
-  for (const ListenAddress& addr : config_.bind_sockets) {
+  std::vector<ListenAddress> listeners = config_.bind_sockets;
+  if (counter_service_ != nullptr) {
+    listeners.insert(listeners.end(), config_.counters_bind_sockets.begin(),
+                     config_.counters_bind_sockets.end());
+  }
+  for (const ListenAddress& addr : listeners) {
     if (!udp_address_free(addr, error)) return false;
   }
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {
     std::string io_error;
-    std::unique_ptr<PacketIo> io = make_packet_io(kind, config_.bind_sockets, io_error);
+    std::unique_ptr<PacketIo> io = make_packet_io(kind, listeners, io_error);
     if (io == nullptr && kind == IoBackendKind::uring && i == 0) {
       LOG_WARN("io_uring cannot be set up (%s); using the recvmmsg backend", io_error.c_str());
       kind = IoBackendKind::recvmmsg;
-      io = make_packet_io(kind, config_.bind_sockets, io_error);
+      io = make_packet_io(kind, listeners, io_error);
     }
     if (io == nullptr) {
       error = io_error;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "engine/counter_service.h"
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
 #include "common/spsc_ring.h"
@@ -23,7 +24,10 @@ class Engine {
   static constexpr size_t kRingCapacity = 1024;  // messages per (sender, receiver) pair
 
   // `keypairs`: the decoded server keypairs, the first being the default.
-  Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {});
+  // `counters`: the shingle counter store, served on counters_bind_sockets
+  // (null: no counter service).
+  Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {},
+         CounterStore* counters = nullptr);
   ~Engine();
 
   // Before start(): gives each worker a feed for its store changes and
@@ -47,6 +51,12 @@ class Engine {
   const Config& config() const { return config_; }
 
   unsigned owner_of_shard(unsigned shard) const { return shard % worker_count_; }
+  // Counter shards have their own numbering (CounterStore::shard_of).
+  unsigned owner_of_counter_shard(unsigned shard) const { return shard % worker_count_; }
+  CounterService* counter_service() { return counter_service_.get(); }
+  const CounterService* counter_service() const { return counter_service_.get(); }
+  // Listeners: the fuzzy bind_sockets first, then the counters' ones.
+  uint16_t fuzzy_listener_count() const { return uint16_t(config_.bind_sockets.size()); }
   SpscRing<InboxMessage>& ring(unsigned from, unsigned to) { return *rings_[from * worker_count_ + to]; }
   Worker& worker_mut(unsigned i) { return *workers_[i]; }
 
@@ -54,6 +64,7 @@ class Engine {
   Config config_;
   FuzzyStore& store_;
   FuzzyService service_;
+  std::unique_ptr<CounterService> counter_service_;
   unsigned worker_count_ = 0;
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers

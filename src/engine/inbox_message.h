@@ -10,14 +10,17 @@
 #include <cstdint>
 
 #include "engine/fuzzy_service.h"
+#include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 #include "wire/fuzzy_request.h"
 
 namespace shingled {
 
 struct InboxMessage {
-  enum Kind : uint8_t { fuzzy_update, index_batch };
+  enum Kind : uint8_t { fuzzy_update, index_batch, counter_part, counter_reply };
   static constexpr unsigned kIndexBatch = 24;
+  static constexpr unsigned kCounterPart = 7;   // entries per part message
+  static constexpr unsigned kCounterReply = 6;  // results per reply message
 
   Kind kind;
   uint16_t listener;  // fuzzy_update: which bind_socket the request came in on
@@ -28,9 +31,33 @@ struct InboxMessage {
     uint32_t count;
     IndexInsert items[kIndexBatch];
   };
+  // Entries of a counter request for the owner of their shards. A series
+  // request travels whole and its owner answers the client itself
+  // (listener and peer above); the others come back as counter_reply.
+  struct CounterPart {
+    uint16_t origin;      // worker that holds the request
+    uint16_t slot;        // its pending slot
+    uint32_t generation;  // of that slot, so a late answer to a reused slot is ignored
+    uint8_t count;
+    bool series;
+    uint8_t op;           // series: for the reply header
+    uint32_t tag;
+    uint8_t index[kCounterPart];  // entry positions in the request
+    CounterOp ops[kCounterPart];
+  };
+  struct CounterReply {
+    uint16_t slot;
+    uint32_t generation;
+    uint8_t count;
+    bool last;  // the last message answering one part
+    uint8_t index[kCounterReply];
+    CounterResult results[kCounterReply];
+  };
   union {
     fuzzy::Request request;
     IndexItems index;
+    CounterPart part;
+    CounterReply counter;
   };
 
   InboxMessage() : kind(fuzzy_update), listener(0), peer_len(0), peer{}, seal{}, index{} {}

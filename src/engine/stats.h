@@ -52,6 +52,19 @@ class Counter {
   X(index_messages, "shingle index batches sent to other owner cores")                      \
   X(index_full, "shingle pairs not indexed: probe chain full")                              \
   X(expired, "records removed by the expiry sweep")                                         \
+  X(counter_requests, "counter requests accepted")                                          \
+  X(counter_malformed, "counter datagrams dropped as malformed")                            \
+  X(counter_refused, "counter increments refused: source outside allow_update")             \
+  X(counter_updates, "counter updates applied (after merging repeats)")                     \
+  X(counter_merged, "counter increments merged into another of the same batch")             \
+  X(counter_reads, "counters read")                                                         \
+  X(counter_unique_hits, "unique counters incremented (a pair new in its period)")          \
+  X(counter_full, "counters not created: counters_max reached")                             \
+  X(counter_parts_sent, "counter request parts sent to other owner cores")                  \
+  X(counter_parts_lost, "counter request parts that found the inbox full (answered as not done)") \
+  X(counter_pending_full, "counter requests dropped: too many awaiting other cores")        \
+  X(counter_timeouts, "counter requests dropped: another core did not answer within 1 s")   \
+  X(counters_expired, "counters removed by the retention sweep")                            \
   X(loop_iterations, "worker loop iterations")                                              \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \

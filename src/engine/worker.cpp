@@ -27,8 +27,14 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
       io_(std::move(io)),
       service_(engine.service()),
       ctx_(engine.config().keypair_cache_size),
-      feed_(changes) {
+      feed_(changes),
+      counters_(engine.counter_service()),
+      fuzzy_listeners_(engine.fuzzy_listener_count()) {
   ctx_.changes = changes;
+  if (counters_ != nullptr) {
+    counter_pending_.resize(kPendingCounters);
+    for (size_t i = kPendingCounters; i-- > 0;) counter_free_.push_back(uint16_t(i));
+  }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   io_->set_wake_fd(wake_fd_);
   const unsigned n = engine_.worker_count();
@@ -134,6 +140,10 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
 
   for (unsigned i = 0; i < n; ++i) {
     const RxPacket& p = rx[i];
+    if (p.listener >= fuzzy_listeners_ && counters_ != nullptr) {
+      handle_counter_packet(p, now);
+      continue;
+    }
     size_t reply_len = 0;
     switch (service_.accept(p.data, p.len, p.peer, ctx_, reqs[i], seals[i], reply, reply_len)) {
       case FuzzyService::Disposition::drop:
@@ -160,6 +170,7 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
     }
   }
 
+  if (counters_ != nullptr) apply_burst_counters(now);
   if (n_checks == 0) return;
   CheckResult results[kBurst];
   service_.store().check_batch(checks, n_checks, now, results);
@@ -280,6 +291,14 @@ bool Worker::drain_inboxes(uint32_t now) {
 }
 
 void Worker::execute(const InboxMessage& m, uint32_t now) {
+  if (m.kind == InboxMessage::counter_part) {
+    execute_counter_part(m, now);
+    return;
+  }
+  if (m.kind == InboxMessage::counter_reply) {
+    execute_counter_reply(m);
+    return;
+  }
   if (m.kind == InboxMessage::index_batch) {
     for (uint32_t k = 0; k < m.index.count && k < InboxMessage::kIndexBatch; ++k) {
       const IndexInsert& it = m.index.items[k];
@@ -294,6 +313,239 @@ void Worker::execute(const InboxMessage& m, uint32_t now) {
   if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
                        uint32_t(len))) {
     stats_.dropped.add();
+  }
+}
+
+// --- shingle counters ----------------------------------------------------------
+
+static_assert(counters::kMaxReply <= kMaxReply, "a TX slot must hold the largest counter reply");
+
+void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
+  CounterOp ops[counters::kMaxEntries];
+  uint8_t reply[counters::kMaxReply];
+  size_t len = 0;
+  switch (counters_->accept(p.data, p.len, p.peer, stats_, counter_req_, ops, reply, len)) {
+    case CounterService::Disposition::drop:
+      return;
+    case CounterService::Disposition::reply:
+      if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
+      return;
+    case CounterService::Disposition::execute:
+      break;
+  }
+  const counters::Request& req = counter_req_;
+  CounterStore& store = counters_->store();
+  if (req.op == counters::kSeries) {
+    const unsigned owner = engine_.owner_of_counter_shard(store.shard_of(ops[0]));
+    if (owner == index_) {
+      len = counters_->answer_series(req, ops[0], now, reply);
+      if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
+      return;
+    }
+    InboxMessage m;
+    m.kind = InboxMessage::counter_part;
+    m.listener = p.listener;
+    m.peer_len = std::min<socklen_t>(p.peer_len, sizeof m.peer);
+    std::memcpy(&m.peer, p.peer, m.peer_len);
+    m.part.series = true;
+    m.part.op = req.op;
+    m.part.tag = req.tag;
+    m.part.count = 1;
+    m.part.index[0] = 0;
+    m.part.ops[0] = ops[0];
+    if (enqueue(owner, m)) {
+      stats_.counter_parts_sent.add();
+    } else {
+      stats_.counter_parts_lost.add();
+    }
+    return;
+  }
+  if (counter_free_.empty()) {
+    stats_.counter_pending_full.add();  // the client retries after its timeout
+    return;
+  }
+  const uint16_t slot = counter_free_.back();
+  counter_free_.pop_back();
+  PendingCounter& pc = counter_pending_[slot];
+  pc.used = true;
+  pc.listener = p.listener;
+  pc.peer_len = std::min<socklen_t>(p.peer_len, sizeof pc.peer);
+  std::memcpy(&pc.peer, p.peer, pc.peer_len);
+  pc.op = req.op;
+  pc.n = req.n;
+  pc.tag = req.tag;
+  pc.outstanding = 0;
+  pc.lost = false;
+  pc.started_ms = monotonic_ms_now();
+  for (uint16_t i = 0; i < req.n; ++i) pc.results[i] = CounterResult{};
+
+  // Entries for other owners, one part message per owner being filled.
+  const unsigned workers = engine_.worker_count();
+  InboxMessage parts[64];
+  bool local = false;
+  for (unsigned w = 0; w < workers && w < 64; ++w) parts[w].part.count = 0;
+  for (uint16_t i = 0; i < req.n; ++i) {
+    const unsigned owner = engine_.owner_of_counter_shard(store.shard_of(ops[i]));
+    if (owner == index_) {
+      burst_ops_.push_back(ops[i]);
+      burst_target_.push_back(uint32_t(slot) << 8 | i);
+      local = true;
+      continue;
+    }
+    InboxMessage& m = parts[owner];
+    if (m.part.count == 0) {
+      m.kind = InboxMessage::counter_part;
+      m.part.origin = uint16_t(index_);
+      m.part.slot = slot;
+      m.part.generation = pc.generation;
+      m.part.series = false;
+    }
+    m.part.index[m.part.count] = uint8_t(i);
+    m.part.ops[m.part.count++] = ops[i];
+    if (m.part.count == InboxMessage::kCounterPart) send_counter_part(owner, m, pc);
+  }
+  for (unsigned w = 0; w < workers && w < 64; ++w) {
+    if (parts[w].part.count != 0) send_counter_part(w, parts[w], pc);
+  }
+  if (local) {
+    ++pc.outstanding;
+    burst_slots_.push_back(slot);
+  }
+  if (pc.outstanding == 0) finish_counter(slot);  // every part was lost
+}
+
+void Worker::send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc) {
+  if (enqueue(owner, m)) {
+    ++pc.outstanding;
+    stats_.counter_parts_sent.add();
+  } else {
+    pc.lost = true;  // those entries are answered as not done (status partial)
+    stats_.counter_parts_lost.add();
+  }
+  m.part.count = 0;
+}
+
+// This core's entries of the whole burst in one batch per shard: repeats
+// across the burst's requests merge, and every read sees the values from
+// before the burst.
+void Worker::apply_burst_counters(uint64_t now) {
+  if (burst_ops_.empty()) return;
+  burst_results_.resize(burst_ops_.size());
+  apply_grouped(burst_ops_.data(), burst_ops_.size(), now, burst_results_.data());
+  for (size_t i = 0; i < burst_ops_.size(); ++i) {
+    PendingCounter& pc = counter_pending_[burst_target_[i] >> 8];
+    pc.results[burst_target_[i] & 0xff] = burst_results_[i];
+  }
+  for (uint16_t slot : burst_slots_) {
+    if (--counter_pending_[slot].outstanding == 0) finish_counter(slot);
+  }
+  burst_ops_.clear();
+  burst_target_.clear();
+  burst_slots_.clear();
+}
+
+// Groups `ops` by shard (a counting sort), applies each group with one
+// CounterStore::apply, and puts each result back at its op's position.
+void Worker::apply_grouped(const CounterOp* ops, size_t n, uint64_t now, CounterResult* out) {
+  CounterStore& store = counters_->store();
+  const unsigned shards = store.shard_count();
+  group_start_.assign(shards + 1, 0);
+  group_shard_.resize(n);
+  group_order_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    group_shard_[i] = store.shard_of(ops[i]);
+    ++group_start_[group_shard_[i] + 1];
+  }
+  for (unsigned s = 0; s < shards; ++s) group_start_[s + 1] += group_start_[s];
+  group_cursor_.assign(group_start_.begin(), group_start_.end() - 1);
+  for (size_t i = 0; i < n; ++i) group_order_[group_cursor_[group_shard_[i]]++] = uint32_t(i);
+  group_ops_.resize(n);
+  group_results_.resize(n);
+  for (size_t k = 0; k < n; ++k) group_ops_[k] = ops[group_order_[k]];
+  CounterBatchStats batch;
+  for (unsigned s = 0; s < shards; ++s) {
+    const uint32_t from = group_start_[s], to = group_start_[s + 1];
+    if (from == to) continue;
+    store.apply(s, group_ops_.data() + from, to - from, now, group_results_.data() + from, batch);
+  }
+  for (size_t k = 0; k < n; ++k) out[group_order_[k]] = group_results_[k];
+  CounterService::count(batch, stats_);
+}
+
+void Worker::finish_counter(uint16_t slot) {
+  PendingCounter& pc = counter_pending_[slot];
+  counters::Request header;
+  header.op = pc.op;
+  header.n = pc.n;
+  header.tag = pc.tag;
+  uint8_t reply[counters::kMaxReply];
+  const size_t len = counters_->answer(header, pc.results, pc.lost, reply);
+  if (!io_->queue_send(pc.listener, reinterpret_cast<const sockaddr*>(&pc.peer), pc.peer_len,
+                       reply, uint32_t(len))) {
+    stats_.dropped.add();
+  }
+  pc.used = false;
+  ++pc.generation;
+  counter_free_.push_back(slot);
+}
+
+void Worker::execute_counter_part(const InboxMessage& m, uint64_t now) {
+  const InboxMessage::CounterPart& part = m.part;
+  const unsigned count = std::min<unsigned>(part.count, InboxMessage::kCounterPart);
+  if (part.series) {
+    counters::Request header;
+    header.op = part.op;
+    header.n = 1;
+    header.tag = part.tag;
+    uint8_t reply[counters::kMaxReply];
+    const size_t len = counters_->answer_series(header, part.ops[0], now, reply);
+    if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
+                         uint32_t(len))) {
+      stats_.dropped.add();
+    }
+    return;
+  }
+  CounterResult results[InboxMessage::kCounterPart];
+  apply_grouped(part.ops, count, now, results);
+  InboxMessage back;
+  back.kind = InboxMessage::counter_reply;
+  back.counter.slot = part.slot;
+  back.counter.generation = part.generation;
+  back.counter.count = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    back.counter.index[back.counter.count] = part.index[i];
+    back.counter.results[back.counter.count++] = results[i];
+    back.counter.last = i + 1 == count;
+    if (back.counter.count == InboxMessage::kCounterReply || back.counter.last) {
+      // A lost reply makes the origin drop the request at its timeout.
+      if (!enqueue(part.origin, back)) stats_.dropped.add();
+      back.counter.count = 0;
+    }
+  }
+}
+
+void Worker::execute_counter_reply(const InboxMessage& m) {
+  const InboxMessage::CounterReply& r = m.counter;
+  if (r.slot >= counter_pending_.size()) return;
+  PendingCounter& pc = counter_pending_[r.slot];
+  if (!pc.used || pc.generation != r.generation) return;  // timed out meanwhile
+  const unsigned count = std::min<unsigned>(r.count, InboxMessage::kCounterReply);
+  for (unsigned i = 0; i < count; ++i) {
+    if (r.index[i] < pc.n) pc.results[r.index[i]] = r.results[i];
+  }
+  // A part of 7 entries comes back in two messages; replies of one part
+  // arrive in order on one ring, so its last message completes it.
+  if (r.last && --pc.outstanding == 0) finish_counter(r.slot);
+}
+
+void Worker::expire_counter_requests(uint64_t now_ms) {
+  for (size_t slot = 0; slot < counter_pending_.size(); ++slot) {
+    PendingCounter& pc = counter_pending_[slot];
+    if (!pc.used || now_ms - pc.started_ms < kCounterTimeoutMs) continue;
+    stats_.counter_timeouts.add();  // an owner's answer was lost: the client retries
+    pc.used = false;
+    ++pc.generation;
+    counter_free_.push_back(uint16_t(slot));
   }
 }
 
@@ -313,6 +565,16 @@ void Worker::upkeep(uint32_t now) {
   FuzzyStore::SweepStats s;
   store.sweep(static_cast<unsigned>(sweep_shard_), now, kSweepBucketsPerTick, s, ctx_.changes);
   if (s.expired) stats_.expired.add(s.expired);
+  if (counters_ != nullptr) {
+    CounterStore& cs = counters_->store();
+    for (unsigned step = 0; step < cs.shard_count(); ++step) {
+      counter_sweep_shard_ = (counter_sweep_shard_ + 1) % cs.shard_count();
+      if (engine_.owner_of_counter_shard(unsigned(counter_sweep_shard_)) == index_) break;
+    }
+    const size_t removed = cs.sweep(unsigned(counter_sweep_shard_), kSweepBucketsPerTick * 4, now);
+    if (removed) stats_.counters_expired.add(removed);
+    if (++upkeep_ticks_ % 100 == 0) expire_counter_requests(tick);
+  }
   publish_io_counters();
 }
 

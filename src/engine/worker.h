@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/counter_service.h"
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
 #include "common/spsc_ring.h"
@@ -60,6 +61,37 @@ class Worker final : private IndexSink {
   void upkeep(uint32_t now);
   void publish_io_counters();
 
+  // --- shingle counters (engine/counter_service.h) ---------------------------
+  // A request's entries go to the owners of their shards: this core's are
+  // gathered over the burst and applied together (merging repeats), the
+  // others travel as counter_part messages and come back as counter_reply;
+  // the request waits in a pending slot and is answered when all are in.
+  struct PendingCounter {
+    bool used = false;
+    uint32_t generation = 0;
+    uint16_t listener = 0;
+    socklen_t peer_len = 0;
+    sockaddr_in6 peer{};
+    uint8_t op = 0;
+    uint16_t n = 0;
+    uint32_t tag = 0;
+    uint16_t outstanding = 0;  // parts not answered yet (this core's share counts as one)
+    bool lost = false;         // a part found the inbox full: answered as not done
+    uint64_t started_ms = 0;
+    CounterResult results[counters::kMaxEntries];
+  };
+  static constexpr size_t kPendingCounters = 1024;
+  static constexpr uint64_t kCounterTimeoutMs = 1000;
+
+  void handle_counter_packet(const RxPacket& p, uint64_t now);
+  void send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc);
+  void apply_burst_counters(uint64_t now);
+  void apply_grouped(const CounterOp* ops, size_t n, uint64_t now, CounterResult* out);
+  void finish_counter(uint16_t slot);
+  void execute_counter_part(const InboxMessage& m, uint64_t now);
+  void execute_counter_reply(const InboxMessage& m);
+  void expire_counter_requests(uint64_t now_ms);
+
   Engine& engine_;
   const unsigned index_;
   std::unique_ptr<PacketIo> io_;
@@ -78,6 +110,20 @@ class Worker final : private IndexSink {
   std::vector<std::deque<InboxMessage>> pending_;
   size_t sweep_shard_ = 0;
   uint64_t last_tick_ms_ = 0;
+
+  CounterService* counters_;       // null: no counter service
+  uint16_t fuzzy_listeners_;       // listeners below this index are the fuzzy service's
+  std::vector<PendingCounter> counter_pending_;
+  std::vector<uint16_t> counter_free_;
+  std::vector<CounterOp> burst_ops_;       // this core's entries of this burst
+  std::vector<uint32_t> burst_target_;     // slot << 8 | entry index, per burst_ops_
+  std::vector<uint16_t> burst_slots_;      // requests with entries in burst_ops_
+  counters::Request counter_req_;          // decoding scratch
+  std::vector<uint32_t> group_start_, group_order_, group_shard_, group_cursor_;  // apply_grouped
+  std::vector<CounterOp> group_ops_;
+  std::vector<CounterResult> group_results_, burst_results_;
+  size_t counter_sweep_shard_ = 0;
+  uint64_t upkeep_ticks_ = 0;
 };
 
 }  // namespace shingled

@@ -18,8 +18,10 @@ namespace shingled {
 // and truncates longer datagrams (spec 1); we read more and let the decoder
 // apply rspamd's rule, so a truncation is visible and counted.
 inline constexpr uint32_t kMaxDatagram = 2048;
-// Largest reply any service sends (encrypted 144-byte fuzzy reply = 184).
-inline constexpr uint32_t kMaxReply = 512;
+// Largest reply any service sends: a counter read of 64 entries, 3,088
+// bytes (the largest fuzzy reply, encrypted 144 bytes, is 184). A TX slot
+// holds this much; only the bytes of the actual reply are touched.
+inline constexpr uint32_t kMaxReply = 3136;
 
 // A received datagram. `data` and `peer` stay valid until the next call to
 // receive_burst() on the same backend (run to completion: finish the burst,

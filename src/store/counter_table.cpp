@@ -27,11 +27,12 @@ CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
 }
 
 size_t CounterTable::memory_bytes() const {
-  size_t dense_bytes = 0;
-  for (const Dense& d : dense_) dense_bytes += d.id.capacity() * 4 + d.value.capacity() * 8;
   // Records in use (the slab is reserved for the capacity up front, but its
-  // pages are only backed once written).
-  return index_.capacity() * sizeof(IndexEntry) + records_.size() * sizeof(Record) + dense_bytes;
+  // pages are only backed once written); the index is allocated whole.
+  const size_t ring = (size_t(retention_.ten_minute_periods) + retention_.daily_periods) * 12;
+  return index_.size() * sizeof(IndexEntry) +
+         records_used_.load(std::memory_order_relaxed) * sizeof(Record) +
+         dense_rings_.load(std::memory_order_relaxed) * ring;
 }
 
 void CounterTable::prefetch(uint64_t hash) const { __builtin_prefetch(&index_[home(hash)]); }
@@ -69,13 +70,14 @@ int64_t CounterTable::insert(uint64_t hash, const CounterKey& key) {
   } else {
     rec = uint32_t(records_.size());
     records_.emplace_back();
+    records_used_.store(records_.size(), std::memory_order_relaxed);
   }
   Record& r = records_[rec];
   r.key = key;
   r.dense = 0;
   r.n_inline = 0;
   index_[pos] = IndexEntry{uint32_t(hash >> 32), rec + 1};
-  ++live_;
+  live_.fetch_add(1, std::memory_order_relaxed);
   return int64_t(pos);
 }
 
@@ -91,7 +93,7 @@ void CounterTable::erase_at(size_t pos) {
   }
   r.n_inline = 0;
   free_records_.push_back(rec);
-  --live_;
+  live_.fetch_sub(1, std::memory_order_relaxed);
   size_t hole = pos;
   for (size_t next = (hole + 1) & mask_; index_[next].rec != 0; next = (next + 1) & mask_) {
     const size_t want = home_of_tag(index_[next].tag);
@@ -132,6 +134,7 @@ void CounterTable::to_dense(Record& r, uint64_t now) {
     const size_t n = size_t(retention_.ten_minute_periods) + retention_.daily_periods;
     dense_.back().id.assign(n, 0);
     dense_.back().value.assign(n, 0);
+    dense_rings_.store(dense_.size(), std::memory_order_relaxed);
   }
   Dense& ring = dense_[d];
   std::fill(ring.id.begin(), ring.id.end(), 0u);

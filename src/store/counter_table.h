@@ -15,6 +15,7 @@
 // ones keep working.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -81,7 +82,8 @@ class CounterTable {
   template <typename Fn>
   void for_each(uint64_t now, Fn&& fn) const;
 
-  size_t live() const { return live_; }
+  // Any thread (stats): atomics, approximate while the owner writes.
+  size_t live() const { return live_.load(std::memory_order_relaxed); }
   size_t capacity() const { return max_counters_; }
   size_t memory_bytes() const;
   uint64_t saturations() const { return saturations_; }
@@ -133,7 +135,9 @@ class CounterTable {
   std::vector<uint32_t> free_records_;
   std::vector<Dense> dense_;
   std::vector<uint32_t> free_dense_;
-  size_t live_ = 0;
+  std::atomic<size_t> live_{0};
+  std::atomic<size_t> records_used_{0};  // slab high-water mark
+  std::atomic<size_t> dense_rings_{0};   // rings allocated
   uint64_t saturations_ = 0;
 };
 
