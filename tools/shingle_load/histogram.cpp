@@ -24,8 +24,9 @@ uint64_t LatencyHistogram::bucket_upper(size_t b) {
 uint64_t LatencyHistogram::percentile(double p) const {
   if (total_ == 0) return 0;
   if (p >= 100.0) return max_;
-  // The rank of the value asked for, 1-based: ceil(p/100 * n), at least 1.
-  uint64_t rank = uint64_t(std::ceil(p / 100.0 * double(total_)));
+  // The rank of the value asked for, 1-based: ceil(p/100 * n), at least 1
+  // (less a hair, so that 99.9 % of 1000 is rank 999 despite rounding).
+  uint64_t rank = uint64_t(std::ceil(p / 100.0 * double(total_) - 1e-9));
   if (rank < 1) rank = 1;
   uint64_t seen = 0;
   for (size_t b = 0; b < kBuckets; ++b) {

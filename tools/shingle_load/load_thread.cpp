@@ -1,16 +1,19 @@
 // The send/receive loop of one load thread (see load_thread.h).
 //
 // Per loop: for each socket, build the requests that may go now (closed
-// loop: until `inflight` are out; open loop: every request whose due time
-// has come) straight into a batch of datagram buffers and hand them to the
-// kernel in one sendmmsg; read whatever replies are queued with recvmmsg
-// and verify each; once a millisecond, count requests older than the
-// timeout as lost. A request is never retransmitted.
+// loop: once a quarter of the window is free, until `inflight` are out;
+// open loop: every request whose due time has come) back to back into one
+// buffer and hand them to the kernel in one UDP GSO send (or one sendmmsg);
+// read whatever replies are queued with recvmmsg and verify each; once a
+// millisecond, count requests older than the timeout as lost. A request is
+// never retransmitted, and nothing is allocated once run() has started.
 //
-// Idle waits: one socket in closed loop blocks in recvmmsg itself (one
-// system call, woken by the first reply; SO_RCVTIMEO bounds it so timeouts
-// and the stop flag are seen); otherwise ppoll until a reply comes or the
-// next request is due.
+// Idle waits: within --busy-poll of the last send or reply (open loop by
+// default) the loop keeps polling. Otherwise one socket in closed loop
+// blocks in recvmmsg itself (one system call, woken by the first reply;
+// SO_RCVTIMEO bounds it so timeouts and the stop flag are seen), and
+// anything else sleeps in ppoll until a reply comes or the next request is
+// nearly due.
 #include "shingle_load/load_thread.h"
 
 #include <netinet/udp.h>
@@ -133,7 +136,8 @@ LoadThread::LoadThread(const Options& o, const KeyDistribution& keys, unsigned i
       index_(index),
       open_loop_(o.rate > 0),
       encrypted_(!o.server_pk.empty()),
-      timeout_ns_(uint64_t(o.timeout_s * 1e9)) {}
+      timeout_ns_(uint64_t(o.timeout_s * 1e9)),
+      busy_poll_ns_(uint64_t(o.busy_poll_us) * 1000) {}
 
 LoadThread::~LoadThread() = default;
 
@@ -287,6 +291,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
     ++stats_.sent_by_kind[unsigned(code_kind(s.code))];
   }
   stats_.sent += unsigned(n);
+  last_activity_ns_ = sent_at;
   c.unstage(unsigned(n));  // the rest, if any, waits for room in the socket buffer
   return unsigned(n);
 }
@@ -302,6 +307,7 @@ unsigned LoadThread::receive(Connection& c, bool block) {
                  (m.msg_hdr.msg_flags & MSG_TRUNC) != 0, now);
   }
   stats_.last_reply_ns = now;
+  last_activity_ns_ = now;
   return unsigned(r);
 }
 
@@ -387,8 +393,13 @@ void LoadThread::idle(uint64_t now, bool stopping) {
       if (c->done_sending(stopping) || c->slots.full()) continue;
       wait_ns = c->due_ns > now ? std::min(wait_ns, c->due_ns - now) : 0;
     }
-    if (wait_ns < 2000) return;  // due within 2 us: spinning is cheaper than sleeping
   }
+  // Busy polling: within the window after the last send or reply, and when
+  // the next request is due within it, keep polling instead of sleeping; a
+  // sleeping thread on a VM can take milliseconds to wake, which would show
+  // as the server's latency. Otherwise sleep, waking a window early.
+  if (polling(now) || wait_ns <= busy_poll_ns_ || wait_ns < 2000) return;
+  if (open_loop_) wait_ns -= busy_poll_ns_;
   pollfd fds[1024];
   const size_t n = std::min(conns_.size(), sizeof fds / sizeof fds[0]);
   for (size_t j = 0; j < n; ++j) fds[j] = {conns_[j]->fd, POLLIN, 0};
@@ -413,7 +424,8 @@ void LoadThread::run(uint64_t start_ns, uint64_t end_ns, const std::atomic<bool>
       // Block for replies when nothing more may be sent now: the window is
       // full, or sending is over and replies are awaited.
       Connection& c = *conns_[0];
-      const bool wait = c.staged == 0 && (c.done_sending(stopping) || !window_open(c));
+      const bool wait = c.staged == 0 && (c.done_sending(stopping) || !window_open(c)) &&
+                        !polling(now);
       work += receive(c, wait);
     } else {
       for (auto& c : conns_) work += receive(*c, false);

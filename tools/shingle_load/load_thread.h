@@ -1,7 +1,7 @@
 // One sending thread of shingle-load: its sockets, each with its requests in
-// flight, and the loop that builds requests into batches, sends them with
-// sendmmsg, reads replies with recvmmsg, verifies each one and counts
-// timeouts. Nothing here allocates or locks once run() has started; the
+// flight, and the loop that builds requests into batches, sends them (UDP
+// GSO or sendmmsg), reads replies with recvmmsg, verifies each one and
+// counts timeouts. Nothing here allocates or locks once run() has started; the
 // only state shared with other threads is the Progress copy.
 #pragma once
 
@@ -47,6 +47,10 @@ class LoadThread {
   void handle_reply(Connection& c, uint8_t* data, size_t len, bool truncated, uint64_t now);
   void sweep(Connection& c, uint64_t now);
   void idle(uint64_t now, bool stopping);
+  // True within the busy-poll window after the last send or reply.
+  bool polling(uint64_t now) const {
+    return busy_poll_ns_ != 0 && now < last_activity_ns_ + busy_poll_ns_;
+  }
   void count_wrong(Wrong why, const std::string* example);
   void publish();
 
@@ -56,7 +60,9 @@ class LoadThread {
   bool open_loop_;
   bool encrypted_;
   uint64_t timeout_ns_;
+  uint64_t busy_poll_ns_;
   uint64_t start_ns_ = 0;
+  uint64_t last_activity_ns_ = 0;  // the last send or reply
   std::vector<std::unique_ptr<Connection>> conns_;
   CryptoClient crypto_;
   RunStats stats_;

@@ -67,7 +67,7 @@ constexpr Flag kFlags[] = {
     {"seed", 0, true},         {"inflight", 'c', true},    {"rate", 'r', true},
     {"duration", 'd', true},   {"count", 'n', true},       {"threads", 't', true},
     {"sockets", 0, true},      {"cpus", 0, true},          {"timeout", 0, true},
-    {"batch", 0, true},        {"no-gso", 0, false},      {"json", 0, false},         {"quiet", 'q', false},
+    {"batch", 0, true},        {"no-gso", 0, false},      {"busy-poll", 0, true},      {"json", 0, false},         {"quiet", 'q', false},
     {"show-wrong", 0, true},   {"max-loss", 0, true},      {"help", 'h', false},
     {"version", 'V', false},
 };
@@ -222,6 +222,10 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
     if (name == "version") return ParseResult::version;
     if (name == "no-gso") {
       o.gso = false;
+    } else if (name == "busy-poll") {
+      unsigned us = 0;
+      if (!parse_unsigned(value, 0, 1000000, us)) return bad(name, value, "is not 0..1000000 microseconds");
+      o.busy_poll_us = int(us);
     } else if (name == "json") {
       o.json_only = true;
       o.progress = false;
@@ -357,6 +361,7 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
     return ParseResult::error;
   }
   if (!o.cpus.empty() && !threads_given) o.threads = unsigned(o.cpus.size());
+  if (o.busy_poll_us < 0) o.busy_poll_us = o.rate > 0 ? 1000 : 0;
 
   if (!resolve_server(o.server_text, o.server, o.server_len, error)) return ParseResult::error;
   if (!o.pubkey_text.empty()) {

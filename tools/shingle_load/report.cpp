@@ -37,6 +37,24 @@ std::string loop_text(const Options& o) {
 
 const char* const kKindNames[] = {"stored", "near", "unknown", "fresh"};
 
+// A string as a JSON string body: quotes, backslashes and control bytes escaped.
+std::string json_escape(const std::string& in) {
+  std::string out;
+  for (const char ch : in) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", unsigned(ch));
+      out += esc;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void print_summary(FILE* out, const RunSummary& s) {
@@ -100,7 +118,7 @@ std::string json_line(const RunSummary& s) {
            ",\"near\":%" PRIu64 ",\"unknown\":%" PRIu64 ",\"fresh\":%" PRIu64 "},"
            "\"answered\":%" PRIu64 ",\"exact_hits\":%" PRIu64 ",\"shingle_hits\":%" PRIu64
            ",\"misses\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"wrong_by\":{",
-           mode_name(o.workload.mode), o.server_text.c_str(), o.server_pk.empty() ? "false" : "true",
+           mode_name(o.workload.mode), json_escape(o.server_text).c_str(), o.server_pk.empty() ? "false" : "true",
            o.threads, o.sockets, o.rate > 0 ? "open" : "closed", o.rate > 0 ? 0 : o.inflight, o.rate,
            s.elapsed_s, t.sent, t.sent_by_kind[0], t.sent_by_kind[1], t.sent_by_kind[2],
            t.sent_by_kind[3], t.answered, t.outcomes[0], t.outcomes[1], t.outcomes[2], t.outcomes[3],

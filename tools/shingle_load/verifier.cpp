@@ -149,10 +149,13 @@ std::string explain_wrong(uint64_t code, uint8_t cmd, const uint8_t* body, size_
   }
   const Fields f = read_fields(body);
   const uint64_t id = code_id(code);
-  uint8_t want[fuzzy::kDigestSize];
+  const bool near = cmd == fuzzy::kCheck && code_kind(code) == Kind::near;
   const bool hit_expected = cmd == fuzzy::kCheck && code_kind(code) != Kind::unknown;
-  message_digest(cmd == fuzzy::kCheck && code_kind(code) == Kind::near
-                     ? message_code(Kind::stored, id) : code, want);
+  uint8_t want[fuzzy::kDigestSize];
+  message_digest(near ? message_code(Kind::stored, id) : code, want);
+  char got[32];
+  if (f.prob == 0.0f) snprintf(got, sizeof got, "a miss (prob 0)");
+  else snprintf(got, sizeof got, "prob %.4f", double(f.prob));
   switch (why) {
     case Wrong::flag:
       snprintf(detail, sizeof detail, ": flag %u, expected %u", f.flag,
@@ -163,14 +166,19 @@ std::string explain_wrong(uint64_t code, uint8_t cmd, const uint8_t* body, size_
                hit_expected ? value_of(id) : 0);
       break;
     case Wrong::prob:
-      if (cmd == fuzzy::kCheck && code_kind(code) == Kind::near) {
+      if (near) {
         const NearBand b = near_band(code_shared(code));
-        snprintf(detail, sizeof detail, ": prob %.4f, expected %s%.4f..%.4f", double(f.prob),
-                 b.miss_required ? "0 (miss), not " : b.hit_required ? "" : "0 (miss) or ",
-                 double(b.lo), double(b.hi));
+        if (b.miss_required) {
+          snprintf(detail, sizeof detail, ": %s, expected a miss (under 17 shared shingles)", got);
+        } else {
+          snprintf(detail, sizeof detail, ": %s, expected a shingle hit with prob %.4f..%.4f%s",
+                   got, double(b.lo), double(b.hi), b.hit_required ? "" : " or a miss");
+        }
+      } else if (hit_expected || cmd != fuzzy::kCheck) {
+        snprintf(detail, sizeof detail, ": %s, expected %s (prob 1)", got,
+                 cmd == fuzzy::kCheck ? "an exact hit" : "an acknowledgement");
       } else {
-        snprintf(detail, sizeof detail, ": prob %.4f, expected %s", double(f.prob),
-                 hit_expected || cmd != fuzzy::kCheck ? "1" : "0 (miss)");
+        snprintf(detail, sizeof detail, ": %s, expected a miss (prob 0)", got);
       }
       break;
     case Wrong::digest:
