@@ -39,7 +39,7 @@ check "shinglectl help" bash -c "'$ctl' --help | grep -q stats"
 printf 'bind_socket = "127.0.0.1:1";\nexpire = 90x;\n' >bad.conf
 out=$("$shingled" --check-config --config bad.conf 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && echo "$out" | grep -q 'bad.conf:2'; then
+if [ $rc -ne 0 ] && grep -q 'bad.conf:2' <<<"$out"; then
   pass "bad config names file and line"
 else
   fail "bad config names file and line" "rc=$rc output: $out"
@@ -48,7 +48,7 @@ fi
 printf 'no_such_option = 1;\n' >unknown.conf
 out=$("$shingled" --config unknown.conf 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && echo "$out" | grep -q 'unknown.conf:1'; then
+if [ $rc -ne 0 ] && grep -q 'unknown.conf:1' <<<"$out"; then
   pass "unknown option stops start-up"
 else
   fail "unknown option stops start-up" "rc=$rc output: $out"
@@ -57,7 +57,7 @@ fi
 check "check-config of defaults" bash -c "'$shingled' --check-config | grep -q '127.0.0.1:11335'"
 
 # Start on the embedded defaults unless something already holds 11335.
-port_busy() { ss -uln 2>/dev/null | grep -q ':11335 '; }
+port_busy() { grep -q ':11335 ' <<<"$(ss -uln 2>/dev/null)"; }
 if port_busy; then
   echo "note: 127.0.0.1:11335 is busy; using a private port"
   port=$((20000 + RANDOM % 20000))
@@ -78,7 +78,7 @@ else
   fail "shinglectl stats --json parses" "$json"
 fi
 out=$("$ctl" --socket "$tmp/nope.sock" stats 2>&1)
-if [ $? -ne 0 ] && echo "$out" | grep -q 'cannot reach'; then
+if [ $? -ne 0 ] && grep -q 'cannot reach' <<<"$out"; then
   pass "shinglectl explains a missing daemon"
 else
   fail "shinglectl explains a missing daemon" "$out"
@@ -98,7 +98,7 @@ pid=$!
 for _ in $(seq 100); do [ -S a.sock ] && break; sleep 0.05; done
 sed -e "s/$lport/$((lport + 1))/" -e 's/a.sock/b.sock/' -e 's/shingled.log/b.log/' a.conf >b.conf
 out=$("$shingled" --config b.conf 2>&1)
-if [ $? -ne 0 ] && echo "$out" | grep -q "in use by another process (pid $pid)"; then
+if [ $? -ne 0 ] && grep -q "in use by another process (pid $pid)" <<<"$out"; then
   pass "second daemon on one hashfile refused, naming the first"
 else
   fail "second daemon on one hashfile refused, naming the first" "$out"
@@ -108,7 +108,7 @@ fi
 # instead of silently sharing the port through SO_REUSEPORT.
 sed -e "s|$tmp/db|$tmp/db2|" -e 's/a.sock/c.sock/' -e 's/shingled.log/c.log/' a.conf >c.conf
 out=$("$shingled" --config c.conf 2>&1)
-if [ $? -ne 0 ] && echo "$out" | grep -q "127.0.0.1:$lport is in use by another process"; then
+if [ $? -ne 0 ] && grep -q "127.0.0.1:$lport is in use by another process" <<<"$out"; then
   pass "second daemon on one port refused"
 else
   fail "second daemon on one port refused" "$out"

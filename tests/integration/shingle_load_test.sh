@@ -115,7 +115,7 @@ start_responder() {  # start_responder ARGS...
   "$responder" --bind "127.0.0.1:$port" "$@" >"$tmp/responder.json" 2>"$tmp/responder.err" &
   rpid=$!
   for _ in $(seq 100); do
-    ss -Huln "sport = :$port" 2>/dev/null | grep -q . && return 0
+    [ -n "$(ss -Huln "sport = :$port" 2>/dev/null)" ] && return 0
     sleep 0.02
   done
   sleep 0.2
@@ -177,8 +177,8 @@ usage "rate and inflight" check --rate 1000 --inflight 8
 usage "unknown option" check --frobnicate
 usage "count and duration" check --count 5 --duration 1
 usage "no such --server-pid" check --server-pid 999999999 --count 1
-if "$load" --help | grep -q "Exit status"; then pass "--help documents the exit status"; else fail "--help" "no exit status section"; fi
-if "$load" --help | grep -q "(K-3)/32"; then pass "--help documents the near-duplicate tolerance"; else fail "--help" "no (K-3)/32"; fi
+if grep -q "Exit status" <<<"$("$load" --help)"; then pass "--help documents the exit status"; else fail "--help" "no exit status section"; fi
+if grep -q "(K-3)/32" <<<"$("$load" --help)"; then pass "--help documents the near-duplicate tolerance"; else fail "--help" "no (K-3)/32"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

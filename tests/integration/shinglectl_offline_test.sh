@@ -34,7 +34,7 @@ expect_run() {
   local out rc
   out=$("$@" 2>&1)
   rc=$?
-  if [ "$rc" -eq "$want_rc" ] && echo "$out" | grep -Eq -- "$pattern"; then
+  if [ "$rc" -eq "$want_rc" ] && grep -Eq -- "$pattern" <<<"$out"; then
     pass "$name"
   else
     fail "$name" "rc=$rc (want $want_rc), output: $out"
