@@ -139,9 +139,19 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
   }
   out += "]";
   if (const CounterService* cs = engine.counter_service()) {
-    append(out, ",\"counters\":{\"live\":%llu,\"memory_bytes\":%llu}",
+    append(out, ",\"counters\":{\"live\":%llu,\"memory_bytes\":%llu,\"malformed_by_reason\":{",
            static_cast<unsigned long long>(cs->store().live()),
            static_cast<unsigned long long>(cs->store().memory_bytes()));
+    for (size_t r = 1; r < WorkerStats::kCounterDropReasons; ++r) {
+      uint64_t n = 0;
+      for (unsigned w = 0; w < engine.worker_count(); ++w) {
+        n += engine.worker(w).stats().counter_malformed_by[r].get();
+      }
+      append(out, "%s\"%s\":%llu", r > 1 ? "," : "",
+             counters::decode_status_name(static_cast<counters::DecodeStatus>(r)),
+             static_cast<unsigned long long>(n));
+    }
+    out += "}}";
   }
   if (persister != nullptr) {
     out += ",\"persistence\":{";

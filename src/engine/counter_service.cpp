@@ -5,6 +5,9 @@
 
 namespace shingled {
 
+static_assert(size_t(counters::DecodeStatus::trailing_bytes) < WorkerStats::kCounterDropReasons,
+              "one stats slot per drop reason");
+
 CounterService::CounterService(CounterStore& store, const Config& config)
     : store_(store), allow_update_(config.allow_update) {}
 
@@ -12,8 +15,11 @@ CounterService::Disposition CounterService::accept(const uint8_t* data, size_t l
                                                    const sockaddr* peer, WorkerStats& stats,
                                                    counters::Request& req, CounterOp* ops,
                                                    uint8_t* reply, size_t& reply_len) const {
-  if (counters::decode_request(data, len, req) != counters::DecodeStatus::ok) {
+  const counters::DecodeStatus status = counters::decode_request(data, len, req);
+  if (status != counters::DecodeStatus::ok) {
     stats.counter_malformed.add();
+    const size_t reason = static_cast<size_t>(status);
+    if (reason < WorkerStats::kCounterDropReasons) stats.counter_malformed_by[reason].add();
     return Disposition::drop;
   }
   stats.counter_requests.add();

@@ -82,6 +82,10 @@ struct alignas(64) WorkerStats {
   Counter key_hits[kMaxKeypairs];             // CHECK hits answered under this key
   Counter key_decrypt_failures[kMaxKeypairs]; // requests to this key that failed to open
 
+  // Counter datagrams dropped, per counters::DecodeStatus (index 0, ok, unused).
+  static constexpr size_t kCounterDropReasons = 11;
+  Counter counter_malformed_by[kCounterDropReasons];
+
   // Counts a dropped datagram under its reason.
   void count_malformed(fuzzy::DecodeStatus s) {
     malformed.add();

@@ -230,6 +230,14 @@ TEST_F(CounterServiceUdp, malformed_datagrams_get_no_reply_and_are_counted) {
   c.send_raw({'s', 'h', 'c', 't', 1, 9, 1, 0, 5, 0, 0, 0, 1, 'x'});  // bad op
   EXPECT_TRUE(c.reply(5, 300).empty());
   EXPECT_EQ(stat(&WorkerStats::counter_malformed), 1u);
+  uint64_t bad_op = 0;
+  for (unsigned w = 0; w < engine_->worker_count(); ++w) {
+    bad_op += engine_->worker(w)
+                  .stats()
+                  .counter_malformed_by[size_t(counters::DecodeStatus::bad_op)]
+                  .get();
+  }
+  EXPECT_EQ(bad_op, 1u) << "counted under its reason";
   EXPECT_FALSE(c.exchange(request(counters::kRead, 6, 1, 1, 0)).empty()) << "still serving";
 }
 
