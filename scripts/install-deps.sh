@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev llvm
   rspamd redis-server iproute2 procps python3
+  gnuplot-nox util-linux
 )
 
 missing=()
