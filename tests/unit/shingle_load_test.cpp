@@ -457,6 +457,27 @@ TEST(ShingleLoadSlots, a_reply_to_an_earlier_use_of_a_slot_does_not_match) {
   EXPECT_FALSE(t.expired(old_tag));
 }
 
+TEST(ShingleLoadSlots, late_replies_stay_late_after_the_slot_is_reused_again) {
+  // A slot times out, is reused, times out again: a reply to the FIRST
+  // request is late, not wrong (it was once counted wrong: only the last
+  // expired tag was remembered). A tag never issued is still not late.
+  SlotTable t(1);
+  const uint32_t i = t.acquire(1, fuzzy::kCheck, 0);
+  const uint32_t first = t[i].tag;
+  t[i].state = Slot::in_flight;
+  t.expire(i);
+  t.acquire(2, fuzzy::kCheck, 0);
+  const uint32_t second = t[i].tag;
+  t[i].state = Slot::in_flight;
+  t.expire(i);
+  t.acquire(3, fuzzy::kCheck, 0);  // answered normally later
+  t[i].state = Slot::in_flight;
+  EXPECT_TRUE(t.expired(first));
+  EXPECT_TRUE(t.expired(second));
+  EXPECT_FALSE(t.expired(t[i].tag)) << "in flight, not expired";
+  EXPECT_FALSE(t.expired(t[i].tag + 1)) << "a generation never issued";
+}
+
 TEST(ShingleLoadSlots, staged_requests_are_not_matched_by_replies) {
   SlotTable t(2);
   const uint32_t i = t.acquire(1, fuzzy::kCheck, 0);

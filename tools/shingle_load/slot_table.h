@@ -15,7 +15,10 @@ struct Slot {
   uint64_t code = 0;         // the message (message.h)
   uint64_t t0_ns = 0;        // latency origin: send time, or due time in open loop
   uint32_t tag = 0;          // the request here, or the last one
-  uint32_t expired_tag = 0;  // the last request here that timed out
+  // Bit d set: the request of generation (current - d) timed out. A reply
+  // to any of the last 64 uses of the slot that timed out is "late", not
+  // wrong, however often the slot was reused since.
+  uint64_t expired_gens = 0;
   uint8_t cmd = 0;
   State state = free;        // staged: built, not yet taken by the kernel
 };
@@ -45,6 +48,7 @@ class SlotTable {
     Slot& s = slots_[i];
     const uint32_t gen = (s.tag >> bits_) + 1;
     s.tag = bits_ == 32 ? i : (gen << bits_) | i;
+    s.expired_gens <<= 1;
     s.code = code;
     s.cmd = cmd;
     s.t0_ns = t0_ns;
@@ -62,8 +66,13 @@ class SlotTable {
 
   // True when `tag` named a request here that has already timed out.
   bool expired(uint32_t tag) const {
+    if (tag == 0) return false;
     const Slot& s = slots_[tag & (capacity() - 1)];
-    return s.expired_tag == tag && tag != 0;
+    if (bits_ == 32) return s.tag == tag && (s.expired_gens & 1) != 0;
+    const uint32_t current = s.tag >> bits_, gen = tag >> bits_;
+    if (gen > current) return false;  // never issued: forged or corrupted
+    const uint32_t d = current - gen;
+    return d < 64 && ((s.expired_gens >> d) & 1) != 0;
   }
 
   void release(uint32_t i) {
@@ -74,7 +83,7 @@ class SlotTable {
 
   // Frees the slot as timed out: a reply that comes later is "late".
   void expire(uint32_t i) {
-    slots_[i].expired_tag = slots_[i].tag;
+    slots_[i].expired_gens |= 1;
     release(i);
   }
 
