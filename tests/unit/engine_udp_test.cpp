@@ -13,6 +13,7 @@
 #include "common/net_address.h"
 #include "engine/engine.h"
 #include "store_test_support.h"
+#include "udp_test_support.h"
 #include "wire/le.h"
 
 namespace shingled {
@@ -21,17 +22,7 @@ namespace {
 using test::make_request;
 using test::near_duplicate;
 
-uint16_t free_udp_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test::free_udp_port;
 
 class Client {
  public:
