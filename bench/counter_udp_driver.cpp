@@ -18,33 +18,22 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "wire/counters_codec.h"
+#include "shingle_load/process_cpu.h"
 #include "wire/le.h"
 
 namespace {
 
 using namespace shingled;
 
+// The server's CPU seconds (user + system) from /proc; 0 without a pid.
 double cpu_seconds(int pid) {
-  if (pid <= 0) return 0;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  const size_t close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> fields;
-  size_t at = close + 2;
-  while (at < s.size()) {
-    const size_t sp = s.find(' ', at);
-    fields.push_back(s.substr(at, sp - at));
-    if (sp == std::string::npos) break;
-    at = sp + 1;
-  }
-  return (std::stod(fields[11]) + std::stod(fields[12])) / double(sysconf(_SC_CLK_TCK));
+  double s = 0;
+  return pid > 0 && load::process_cpu_seconds(pid, s) ? s : 0;
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "wire/cryptobox.h"
 #include "wire/fuzzy_request.h"
 #include "wire/keypair_text.h"
+#include "shingle_load/process_cpu.h"
 
 namespace {
 
@@ -40,22 +40,10 @@ struct Options {
   int server_pid = 0;
 };
 
+// The server's CPU seconds (user + system) from /proc; 0 without a pid.
 double cpu_seconds(int pid) {
-  if (pid <= 0) return 0;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  const size_t close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> fields;
-  size_t at = close + 2;
-  while (at < s.size()) {
-    size_t sp = s.find(' ', at);
-    fields.push_back(s.substr(at, sp - at));
-    if (sp == std::string::npos) break;
-    at = sp + 1;
-  }
-  // fields[11], [12] = utime, stime (fields 14 and 15 of stat)
-  return (std::stod(fields[11]) + std::stod(fields[12])) / double(sysconf(_SC_CLK_TCK));
+  double s = 0;
+  return pid > 0 && load::process_cpu_seconds(pid, s) ? s : 0;
 }
 
 const uint8_t kDomainExt[] = {'d', 11, 'e', 'x', 'a', 'm', 'p', 'l', 'e', '.', 'o', 'r', 'g'};
