@@ -33,6 +33,7 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
   ctx_.changes = changes;
   if (counters_ != nullptr) {
     counter_pending_.resize(kPendingCounters);
+    counter_parts_.resize(engine.worker_count());
     for (size_t i = kPendingCounters; i-- > 0;) counter_free_.push_back(uint16_t(i));
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -379,11 +380,11 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   pc.started_ms = monotonic_ms_now();
   for (uint16_t i = 0; i < req.n; ++i) pc.results[i] = CounterResult{};
 
-  // Entries for other owners, one part message per owner being filled.
-  const unsigned workers = engine_.worker_count();
-  InboxMessage parts[64];
+  // Entries for other owners, one part message per owner being filled
+  // (built once per worker, not per request: a message is ~450 bytes).
+  std::vector<InboxMessage>& parts = counter_parts_;
   bool local = false;
-  for (unsigned w = 0; w < workers && w < 64; ++w) parts[w].part.count = 0;
+  for (InboxMessage& m : parts) m.part.count = 0;
   for (uint16_t i = 0; i < req.n; ++i) {
     const unsigned owner = engine_.owner_of_counter_shard(store.shard_of(ops[i]));
     if (owner == index_) {
@@ -404,7 +405,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
     m.part.ops[m.part.count++] = ops[i];
     if (m.part.count == InboxMessage::kCounterPart) send_counter_part(owner, m, pc);
   }
-  for (unsigned w = 0; w < workers && w < 64; ++w) {
+  for (unsigned w = 0; w < parts.size(); ++w) {
     if (parts[w].part.count != 0) send_counter_part(w, parts[w], pc);
   }
   if (local) {

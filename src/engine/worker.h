@@ -115,6 +115,7 @@ class Worker final : private IndexSink {
   uint16_t fuzzy_listeners_;       // listeners below this index are the fuzzy service's
   std::vector<PendingCounter> counter_pending_;
   std::vector<uint16_t> counter_free_;
+  std::vector<InboxMessage> counter_parts_;  // per owner: the part being filled
   std::vector<CounterOp> burst_ops_;       // this core's entries of this burst
   std::vector<uint32_t> burst_target_;     // slot << 8 | entry index, per burst_ops_
   std::vector<uint16_t> burst_slots_;      // requests with entries in burst_ops_
