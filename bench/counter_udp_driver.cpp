@@ -24,7 +24,7 @@
 
 #include "wire/counters_codec.h"
 #include "shingle_load/process_cpu.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace {
 

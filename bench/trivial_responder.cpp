@@ -42,7 +42,7 @@
 #include "shingled/fuzzy_wire.h"
 #include "wire/cryptobox.h"
 #include "wire/fuzzy_reply.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include "common/config_loader.h"
 #include "common/log.h"
 #include "daemon/control_server.h"
+#include "daemon/durable_load.h"
 #include "common/cpu.h"
 #include "engine/engine.h"
-#include "persist/fuzzy_loader.h"
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 #include "persist/persister.h"
@@ -242,30 +242,6 @@ int run(int argc, char** argv) {
     return 1;
   }
   env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
-  FuzzyPending expired_at_load;
-  {
-    const unsigned threads =
-        config.workers != 0 ? config.workers : static_cast<unsigned>(allowed_cpus().size());
-    FuzzyLoadReport report;
-    if (!load_fuzzy_store(env, *store, unix_seconds_now(), threads, expired_at_load, report,
-                          error)) {
-      fprintf(stderr, "shingled: %s\n", error.c_str());
-      return 1;
-    }
-    LOG_INFO("loaded %llu hashes (%llu index entries) from %s in %.2f s with %u thread(s)%s",
-             static_cast<unsigned long long>(report.loaded),
-             static_cast<unsigned long long>(report.shingles), config.hashfile.c_str(),
-             report.seconds, threads, report.records == 0 ? " (new database)" : "");
-    if (report.expired != 0) {
-      LOG_INFO("%llu stored hashes had expired; they are deleted at the first sync",
-               static_cast<unsigned long long>(report.expired));
-    }
-    if (report.undecodable != 0) {
-      LOG_WARN("%llu stored records could not be decoded and were skipped (left on disk)",
-               static_cast<unsigned long long>(report.undecodable));
-    }
-  }
-
   std::unique_ptr<CounterStore> counters;
   if (!config.counters_bind_sockets.empty()) {
     CounterStoreOptions co;
@@ -281,10 +257,16 @@ int run(int argc, char** argv) {
     }
   }
 
+  PendingChanges first_sync;
+  if (!load_durable_state(config, env, *store, counters.get(), first_sync, error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return 1;
+  }
+
   const double started = monotonic_seconds();
   Engine engine(config, *store, keypairs, counters.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
-  persister.seed(std::move(expired_at_load));
+  persister.seed(std::move(first_sync));
   persister.start();
   ControlServer control(engine, &persister, started);
   ensure_parent_dir(config.control_socket);
@@ -298,7 +280,7 @@ int run(int argc, char** argv) {
   }
   for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
   for (const ListenAddress& a : config.counters_bind_sockets) {
-    LOG_INFO("counters on %s (udp), capacity %llu counters (not persisted yet)", a.text.c_str(),
+    LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),
              static_cast<unsigned long long>(config.counters_max));
   }
   LOG_INFO("control socket %s", config.control_socket.c_str());

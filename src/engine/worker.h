@@ -91,6 +91,11 @@ class Worker final : private IndexSink {
   void execute_counter_part(const InboxMessage& m, uint64_t now);
   void execute_counter_reply(const InboxMessage& m);
   void expire_counter_requests(uint64_t now_ms);
+  // Before the marker of sync `epoch` (0: none wanted) may follow them:
+  // hands the changed counters of this core's shards to the change feed,
+  // up to `budget` per call. True once every counter changed before the
+  // first call for this epoch is out.
+  bool report_counter_changes(uint64_t epoch, size_t budget, uint64_t now);
 
   Engine& engine_;
   const unsigned index_;
@@ -125,6 +130,7 @@ class Worker final : private IndexSink {
   std::vector<CounterResult> group_results_, burst_results_;
   size_t counter_sweep_shard_ = 0;
   uint64_t upkeep_ticks_ = 0;
+  uint64_t counter_report_epoch_ = 0;  // the sync whose counter report is under way
 };
 
 }  // namespace shingled

@@ -30,7 +30,16 @@ ChangeChunk* ChangeFeed::fresh_chunk() {
 
 FuzzyChange& ChangeFeed::next() {
   if (current_ == nullptr) current_ = fresh_chunk();
-  return current_->changes[current_->count];
+  ChangeItem& item = current_->changes[current_->count];
+  item.kind = ChangeItem::Kind::fuzzy;
+  return item.fuzzy;
+}
+
+CounterChange& ChangeFeed::next_counter() {
+  if (current_ == nullptr) current_ = fresh_chunk();
+  ChangeItem& item = current_->changes[current_->count];
+  item.kind = ChangeItem::Kind::counter;
+  return item.counter;
 }
 
 void ChangeFeed::commit() {
@@ -52,7 +61,7 @@ void ChangeFeed::push_current() {
   held_back_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void ChangeFeed::flush() {
+void ChangeFeed::flush(bool marker_ready) {
   while (!held_.empty()) {
     ChangeChunk** slot = full_.reserve();
     if (slot == nullptr) break;
@@ -61,7 +70,7 @@ void ChangeFeed::flush() {
     held_.pop_front();
   }
   const uint64_t wanted = requested_epoch_.load(std::memory_order_acquire);
-  const bool marker_due = wanted > marked_epoch_;
+  const bool marker_due = marker_ready && wanted > marked_epoch_;
   if (marker_due) {
     if (current_ == nullptr) current_ = fresh_chunk();
     current_->epoch = wanted;

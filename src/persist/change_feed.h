@@ -17,18 +17,30 @@
 #include <deque>
 
 #include "common/spsc_ring.h"
+#include "store/counter_change.h"
 #include "store/fuzzy_record.h"
 
 namespace shingled {
+
+// One change of any record type, in the order the worker made them.
+struct ChangeItem {
+  enum class Kind : uint8_t { fuzzy, counter };
+  ChangeItem() : fuzzy{} {}
+  Kind kind = Kind::fuzzy;
+  union {
+    FuzzyChange fuzzy;
+    CounterChange counter;
+  };
+};
 
 struct ChangeChunk {
   static constexpr size_t kCapacity = 64;
   uint32_t count = 0;
   uint64_t epoch = 0;  // > 0: the worker had seen sync request `epoch` when it pushed this
-  FuzzyChange changes[kCapacity];
+  ChangeItem changes[kCapacity];
 };
 
-class ChangeFeed final : public FuzzyChangeSink {
+class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
  public:
   static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
 
@@ -40,10 +52,18 @@ class ChangeFeed final : public FuzzyChangeSink {
   // --- the worker (producer) ------------------------------------------------
   FuzzyChange& next() override;  // FuzzyChangeSink
   void commit() override;
+  CounterChange& next_counter() override;  // CounterChangeSink
+  void commit_counter() override { commit(); }
+  // Whether a sync wants a marker the worker has not pushed yet; before it
+  // may, the worker reports the changes it only lists (counters).
+  uint64_t marker_wanted() const {
+    const uint64_t wanted = requested_epoch_.load(std::memory_order_acquire);
+    return wanted > marked_epoch_ ? wanted : 0;
+  }
   // Once per loop: pushes the partial chunk if it holds anything, or if a
-  // sync marker is due (then stamped, even when empty); retries chunks held
-  // back while the ring was full. Never blocks.
-  void flush();
+  // sync marker is due and `marker_ready` (then stamped, even when empty);
+  // retries chunks held back while the ring was full. Never blocks.
+  void flush(bool marker_ready = true);
   // Changes recorded, chunks allocated because none came back in time, and
   // chunks held back in a queue because the ring was full (both rare).
   uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }

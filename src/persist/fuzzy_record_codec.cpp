@@ -5,23 +5,9 @@
 
 #include <cstring>
 
+#include "common/little_endian.h"
+
 namespace shingled {
-namespace {
-
-uint8_t* put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) *p++ = uint8_t(v >> (8 * i));
-  return p;
-}
-uint8_t* put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) *p++ = uint8_t(v >> (8 * i));
-  return p;
-}
-uint32_t get32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-uint64_t get64(const uint8_t* p) { return uint64_t(get32(p)) | uint64_t(get32(p + 4)) << 32; }
-
-}  // namespace
 
 bool encode_fuzzy_record(const FuzzyRecord& record, std::string& out) {
   out.clear();
@@ -33,14 +19,20 @@ bool encode_fuzzy_record(const FuzzyRecord& record, std::string& out) {
   *p++ = kFuzzyRecordFormat;
   *p++ = record.n_flags;
   for (size_t i = 0; i < record.n_flags; ++i) {
-    p = put32(p, record.flags[i].flag);
-    p = put32(p, uint32_t(record.flags[i].value));
+    store_le32(p, record.flags[i].flag);
+    p += 4;
+    store_le32(p, uint32_t(record.flags[i].value));
+    p += 4;
   }
-  p = put32(p, record.first_write);
-  p = put32(p, record.last_write);
+  store_le32(p, record.first_write);
+  store_le32(p + 4, record.last_write);
+  p += 8;
   *p++ = record.has_shingles ? 1 : 0;
   if (record.has_shingles) {
-    for (uint64_t sh : record.shingles) p = put64(p, sh);
+    for (uint64_t sh : record.shingles) {
+      store_le64(p, sh);
+      p += 8;
+    }
   }
   return true;
 }
@@ -94,20 +86,20 @@ bool decode_fuzzy_record(std::string_view key, std::string_view value, FuzzyReco
   const uint8_t* q = p + 2;
   for (size_t i = 0; i < kFuzzyRecordMaxFlags; ++i) {
     if (i < n) {
-      record.flags[i].flag = get32(q);
-      record.flags[i].value = int32_t(get32(q + 4));
+      record.flags[i].flag = load_le32(q);
+      record.flags[i].value = int32_t(load_le32(q + 4));
       q += 8;
     } else {
       record.flags[i].flag = 0;
       record.flags[i].value = 0;
     }
   }
-  record.first_write = get32(q);
-  record.last_write = get32(q + 4);
+  record.first_write = load_le32(q);
+  record.last_write = load_le32(q + 4);
   q += 9;  // the two times and the shingle flag
   record.has_shingles = shingle_flag == 1;
   for (size_t i = 0; i < kFuzzyRecordShingles; ++i) {
-    record.shingles[i] = record.has_shingles ? get64(q + 8 * i) : 0;
+    record.shingles[i] = record.has_shingles ? load_le64(q + 8 * i) : 0;
   }
   return true;
 }

@@ -31,7 +31,7 @@ Persister::~Persister() {
   if (drainer_.joinable()) finish();
 }
 
-void Persister::seed(FuzzyPending&& changes) {
+void Persister::seed(PendingChanges&& changes) {
   pending_.absorb_older(std::move(changes));
   stats_.pending.store(pending_.size(), std::memory_order_relaxed);
 }
@@ -177,7 +177,7 @@ void Persister::hand_to_writer() {
     batch_done_ = false;
     batch_failed_ = false;
   }
-  pending_ = FuzzyPending();
+  pending_ = PendingChanges();
   stats_.pending.store(0, std::memory_order_relaxed);
   stats_.sync_in_progress.store(1, std::memory_order_relaxed);
   cv_.notify_all();
@@ -189,12 +189,12 @@ bool Persister::writer_busy() {
 }
 
 void Persister::take_back_failed() {
-  FuzzyPending failed;
+  PendingChanges failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!batch_failed_) return;
     failed = std::move(batch_);
-    batch_ = FuzzyPending();
+    batch_ = PendingChanges();
     batch_failed_ = false;
   }
   pending_.absorb_older(std::move(failed));
@@ -204,7 +204,7 @@ void Persister::take_back_failed() {
 void Persister::write_loop() {
   std::vector<Change> changes;
   for (;;) {
-    FuzzyPending* batch;
+    PendingChanges* batch;
     uint64_t sync_time;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -236,7 +236,7 @@ void Persister::write_loop() {
                 changes.size(), error.c_str());
     }
     changes.clear();
-    if (ok) batch_ = FuzzyPending();  // still ours: freed here, off the draining thread
+    if (ok) batch_ = PendingChanges();  // still ours: freed here, off the draining thread
     std::lock_guard<std::mutex> lock(mu_);
     batch_failed_ = !ok;
     batch_done_ = true;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "persist/change_feed.h"
-#include "persist/fuzzy_pending.h"
+#include "persist/pending_changes.h"
 #include "persist/lmdb_environment.h"
 
 namespace shingled {
@@ -50,9 +50,9 @@ class Persister {
   Persister(const Persister&) = delete;
   Persister& operator=(const Persister&) = delete;
 
-  // Before start(): changes found by the loader (records that expired while
+  // Before start(): changes found by the loaders (records that expired while
   // the daemon was down) for the first sync.
-  void seed(FuzzyPending&& changes);
+  void seed(PendingChanges&& changes);
   void start();
   // Any thread: start a sync now rather than at the end of the period.
   // Returns the value stats().syncs will reach when a sync covering every
@@ -83,7 +83,7 @@ class Persister {
   PersisterStats stats_;
 
   // Draining thread only.
-  FuzzyPending pending_;
+  PendingChanges pending_;
   State state_ = State::idle;
   uint64_t epoch_ = 0;
   std::vector<uint64_t> acked_;  // per feed: highest marker drained
@@ -104,7 +104,7 @@ class Persister {
   bool batch_done_ = true;     // the writer finished the last batch
   bool batch_failed_ = false;
   bool writer_quit_ = false;
-  FuzzyPending batch_;
+  PendingChanges batch_;
   uint64_t batch_time_ = 0;
 };
 

@@ -71,6 +71,15 @@ unsigned CounterStore::shard_of(const CounterOp& op) const {
   return shard_of_key(own_key(op), op.shingle);
 }
 
+void CounterStore::track_changes() {
+  for (auto& s : shards_) s->table.track_changes();
+}
+
+bool CounterStore::restore(const CounterKey& key, uint64_t home, const CounterSlot* slots,
+                           size_t n, uint64_t now) {
+  return shards_[shard_of_key(key, home)]->table.restore(key_hash(key), key, home, slots, n, now);
+}
+
 size_t CounterStore::live() const {
   size_t n = 0;
   for (const auto& s : shards_) n += s->table.live();
@@ -141,7 +150,7 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     if (g.delta == 0) continue;
     const CounterOp& op = ops[g.first_op];
     if (!op.has_pair) {
-      if (table.add(g.hash, g.key, g.delta, now)) {
+      if (table.add(g.hash, g.key, op.shingle, g.delta, now)) {
         ++stats.updates;
       } else {
         g.result.full = true;
@@ -153,7 +162,7 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     // pair had nothing yet in the current period.
     uint64_t ten = 0, day = 0;
     table.current(g.hash, g.key, now, ten, day);
-    if (!table.add(g.hash, g.key, g.delta, now)) {
+    if (!table.add(g.hash, g.key, op.shingle, g.delta, now)) {
       g.result.full = true;
       ++stats.full;
       continue;
@@ -163,8 +172,8 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     const CounterKey ukey = unique_key(op);
     const uint64_t uhash = key_hash(ukey);
     bool ok = true;
-    if (ten == 0) ok &= table.add_to(uhash, ukey, cur.ten_minute, 1, now);
-    if (day == 0) ok &= table.add_to(uhash, ukey, cur.daily, 1, now);
+    if (ten == 0) ok &= table.add_to(uhash, ukey, op.shingle, cur.ten_minute, 1, now);
+    if (day == 0) ok &= table.add_to(uhash, ukey, op.shingle, cur.daily, 1, now);
     if (!ok) {
       g.result.full = true;
       ++stats.full;

@@ -81,6 +81,15 @@ class CounterStore {
   uint64_t key_hash(const CounterKey& key) const;
   unsigned shard_of_key(const CounterKey& key, uint64_t shard_shingle) const;
 
+  // --- persistence --------------------------------------------------------------
+  // Before the workers start: every shard lists its changes from now on
+  // (CounterTable::track_changes; reported by each owner through table()).
+  void track_changes();
+  // The loader, before the workers start: puts one counter back in its
+  // shard (`home` as the counter change reported it). False when full.
+  bool restore(const CounterKey& key, uint64_t home, const CounterSlot* slots, size_t n,
+               uint64_t now);
+
   // --- any thread (approximate while owners write) ---------------------------
   size_t live() const;
   size_t memory_bytes() const;

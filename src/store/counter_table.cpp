@@ -24,6 +24,7 @@ CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
   index_.assign(index_size_for(max_counters), IndexEntry{0, 0});
   mask_ = index_.size() - 1;
   records_.reserve(max_counters);
+  report_scratch_.resize(size_t(retention_.ten_minute_periods) + retention_.daily_periods);
 }
 
 size_t CounterTable::memory_bytes() const {
@@ -35,11 +36,13 @@ size_t CounterTable::memory_bytes() const {
          dense_rings_.load(std::memory_order_relaxed) * ring;
 }
 
-void CounterTable::prefetch(uint64_t hash) const { __builtin_prefetch(&index_[home(hash)]); }
+void CounterTable::prefetch(uint64_t hash) const {
+  __builtin_prefetch(&index_[home_position(hash)]);
+}
 
 void CounterTable::prefetch_record(uint64_t hash) const {
   const uint32_t tag = uint32_t(hash >> 32);
-  for (size_t pos = home(hash);; pos = (pos + 1) & mask_) {
+  for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {
     const IndexEntry& e = index_[pos];
     if (e.rec == 0) return;
     if (e.tag == tag) {
@@ -52,16 +55,16 @@ void CounterTable::prefetch_record(uint64_t hash) const {
 
 int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
   const uint32_t tag = uint32_t(hash >> 32);
-  for (size_t pos = home(hash);; pos = (pos + 1) & mask_) {
+  for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {
     const IndexEntry& e = index_[pos];
     if (e.rec == 0) return -1;
-    if (e.tag == tag && records_[e.rec - 1].key == key) return int64_t(pos);
+    if (e.tag == tag && records_[e.rec - 1].has_key(key)) return int64_t(pos);
   }
 }
 
-int64_t CounterTable::insert(uint64_t hash, const CounterKey& key) {
+int64_t CounterTable::insert(uint64_t hash, const CounterKey& key, uint64_t home) {
   if (live_ >= max_counters_) return -1;
-  size_t pos = home(hash);
+  size_t pos = home_position(hash);
   while (index_[pos].rec != 0) pos = (pos + 1) & mask_;
   uint32_t rec;
   if (!free_records_.empty()) {
@@ -73,9 +76,14 @@ int64_t CounterTable::insert(uint64_t hash, const CounterKey& key) {
     records_used_.store(records_.size(), std::memory_order_relaxed);
   }
   Record& r = records_[rec];
-  r.key = key;
+  r.prefix = key.prefix;
+  r.shingle = key.shingle;
+  r.home = home;
+  r.type = key.type;
+  r.role = key.role;
   r.dense = 0;
   r.n_inline = 0;
+  r.dirty = 0;
   index_[pos] = IndexEntry{uint32_t(hash >> 32), rec + 1};
   live_.fetch_add(1, std::memory_order_relaxed);
   return int64_t(pos);
@@ -87,6 +95,10 @@ int64_t CounterTable::insert(uint64_t hash, const CounterKey& key) {
 void CounterTable::erase_at(size_t pos) {
   const uint32_t rec = index_[pos].rec - 1;
   Record& r = records_[rec];
+  if (tracking_) {
+    erased_.push_back(Removed{r.key(), r.home});
+    r.dirty = 0;  // a listing of this record now names nothing
+  }
   if (r.dense != 0) {
     free_dense_.push_back(r.dense - 1);
     r.dense = 0;
@@ -176,12 +188,36 @@ uint64_t* CounterTable::slot_for(Record& r, uint32_t id, uint64_t now) {
   return &ring.value[at];
 }
 
-bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint32_t id, uint64_t delta,
-                          uint64_t now) {
-  int64_t pos = find(hash, key);
-  if (pos < 0) pos = insert(hash, key);
+int64_t CounterTable::find_or_insert(uint64_t hash, const CounterKey& key, uint64_t home) {
+  const int64_t pos = find(hash, key);
+  return pos >= 0 ? pos : insert(hash, key, home);
+}
+
+void CounterTable::mark_dirty(uint32_t rec) {
+  Record& r = records_[rec];
+  if (!tracking_ || r.dirty) return;
+  r.dirty = 1;
+  dirty_.push_back(rec);
+}
+
+bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint64_t home, uint32_t id,
+                          uint64_t delta, uint64_t now) {
+  const int64_t pos = find_or_insert(hash, key, home);
   if (pos < 0) return false;
-  return add_to_record(records_[index_[size_t(pos)].rec - 1], id, delta, now);
+  const uint32_t rec = index_[size_t(pos)].rec - 1;
+  mark_dirty(rec);
+  return add_to_record(records_[rec], id, delta, now);
+}
+
+bool CounterTable::restore(uint64_t hash, const CounterKey& key, uint64_t home,
+                           const CounterSlot* slots, size_t n, uint64_t now) {
+  const int64_t pos = find_or_insert(hash, key, home);
+  if (pos < 0) return false;
+  Record& r = records_[index_[size_t(pos)].rec - 1];
+  for (size_t i = 0; i < n; ++i) {
+    if (period_live(slots[i].id, now, retention_)) add_to_record(r, slots[i].id, slots[i].value, now);
+  }
+  return true;
 }
 
 bool CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now) {
@@ -207,11 +243,13 @@ bool CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_
   return true;
 }
 
-bool CounterTable::add(uint64_t hash, const CounterKey& key, uint64_t delta, uint64_t now) {
-  int64_t pos = find(hash, key);
-  if (pos < 0) pos = insert(hash, key);
+bool CounterTable::add(uint64_t hash, const CounterKey& key, uint64_t home, uint64_t delta,
+                       uint64_t now) {
+  const int64_t pos = find_or_insert(hash, key, home);
   if (pos < 0) return false;
-  Record& r = records_[index_[size_t(pos)].rec - 1];
+  const uint32_t rec = index_[size_t(pos)].rec - 1;
+  mark_dirty(rec);
+  Record& r = records_[rec];
   const CurrentPeriods cur = current_periods(now);
   add_to_record(r, cur.ten_minute, delta, now);
   add_to_record(r, cur.daily, delta, now);
@@ -268,26 +306,32 @@ bool CounterTable::sums(uint64_t hash, const CounterKey& key, uint64_t now,
   return true;
 }
 
+size_t CounterTable::live_slots(const Record& r, uint64_t now, CounterSlot* out) const {
+  size_t n = 0;
+  if (r.dense == 0) {
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (period_live(r.slots[k].id, now, retention_)) {
+        out[n++] = CounterSlot{r.slots[k].id, r.slots[k].value()};
+      }
+    }
+    return n;
+  }
+  const Dense& ring = dense_[r.dense - 1];
+  for (size_t k = 0; k < ring.id.size(); ++k) {
+    if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
+      out[n++] = CounterSlot{ring.id[k], ring.value[k]};
+    }
+  }
+  return n;
+}
+
 size_t CounterTable::series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
                             size_t max) const {
   const int64_t pos = find(hash, key);
   if (pos < 0) return 0;
   const Record& r = records_[index_[size_t(pos)].rec - 1];
-  std::vector<CounterSlot> all;
-  if (r.dense == 0) {
-    for (uint32_t k = 0; k < r.n_inline; ++k) {
-      if (period_live(r.slots[k].id, now, retention_)) {
-        all.push_back(CounterSlot{r.slots[k].id, r.slots[k].value()});
-      }
-    }
-  } else {
-    const Dense& ring = dense_[r.dense - 1];
-    for (size_t k = 0; k < ring.id.size(); ++k) {
-      if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
-        all.push_back(CounterSlot{ring.id[k], ring.value[k]});
-      }
-    }
-  }
+  std::vector<CounterSlot> all(size_t(retention_.ten_minute_periods) + retention_.daily_periods);
+  all.resize(live_slots(r, now, all.data()));
   std::sort(all.begin(), all.end(),
             [](const CounterSlot& a, const CounterSlot& b) { return a.id < b.id; });
   const size_t n = std::min(max, all.size());
@@ -333,6 +377,71 @@ size_t CounterTable::sweep(size_t& cursor, size_t positions, uint64_t now) {
     ++cursor;
   }
   return removed;
+}
+
+// --- persistence -------------------------------------------------------------
+
+void CounterTable::begin_report() {
+  erased_target_ = erased_.size();
+  dirty_target_ = dirty_.size();
+}
+
+// One counter as it is now, in pieces of CounterChange::kMaxSlots periods.
+void CounterTable::report_record(CounterChangeSink& sink, const Record& r, uint64_t now) {
+  CounterSlot* slots = report_scratch_.data();
+  const size_t n = live_slots(r, now, slots);
+  if (n == 0) {  // every period expired; the sweep has not come by yet
+    CounterChange& c = sink.next_counter();
+    c.key = r.key();
+    c.home = r.home;
+    c.erase = true;
+    c.continues = false;
+    c.n_slots = 0;
+    sink.commit_counter();
+    return;
+  }
+  for (size_t at = 0; at < n; at += CounterChange::kMaxSlots) {
+    CounterChange& c = sink.next_counter();
+    c.key = r.key();
+    c.home = r.home;
+    c.erase = false;
+    c.continues = at != 0;
+    c.n_slots = uint8_t(std::min(CounterChange::kMaxSlots, n - at));
+    std::copy(slots + at, slots + at + c.n_slots, c.slots);
+    sink.commit_counter();
+  }
+}
+
+size_t CounterTable::report(CounterChangeSink& sink, size_t budget, uint64_t now) {
+  size_t reported = 0;
+  // Removals first, all of them: a snapshot of a counter made again after
+  // its removal must reach the persistence side after that removal.
+  while (erased_cursor_ < erased_.size()) {
+    if (reported == budget) return reported;
+    const Removed& gone = erased_[erased_cursor_++];
+    CounterChange& c = sink.next_counter();
+    c.key = gone.key;
+    c.home = gone.home;
+    c.erase = true;
+    c.continues = false;
+    c.n_slots = 0;
+    sink.commit_counter();
+    ++reported;
+  }
+  erased_.clear();
+  erased_cursor_ = erased_target_ = 0;
+  while (dirty_cursor_ < dirty_.size() && reported < budget) {
+    Record& r = records_[dirty_[dirty_cursor_++]];
+    if (!r.dirty) continue;  // removed since it was listed (reported above)
+    r.dirty = 0;
+    report_record(sink, r, now);
+    ++reported;
+  }
+  if (dirty_cursor_ == dirty_.size()) {
+    dirty_.clear();
+    dirty_cursor_ = dirty_target_ = 0;
+  }
+  return reported;
 }
 
 }  // namespace shingled

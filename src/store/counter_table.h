@@ -4,7 +4,7 @@
 //
 // A counter is keyed by (prefix, shingle, type, role) and holds one 64-bit
 // value per live period. Most counters are touched in a few periods only, so
-// a counter keeps up to four (period id, value) slots inline (72-byte
+// a counter keeps up to four (period id, value) slots inline (80-byte
 // record); one touched in more live periods than that moves to a dense ring
 // of one slot per kept period (retention.ten_minute_periods +
 // retention.daily_periods), allocated then and freed when it empties.
@@ -13,6 +13,11 @@
 // 70 % full) maps the key hash to the record. Capacity is fixed at start:
 // when full, new counters are refused (the caller counts it) and existing
 // ones keep working.
+//
+// Persistence (track_changes): a changed counter is marked dirty once and
+// listed; at a sync the owner reports each listed counter as it is then (a
+// snapshot, so a hot counter costs one change per sync however often it
+// moved), after the counters the sweep removed since the last report.
 #pragma once
 
 #include <atomic>
@@ -20,31 +25,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "store/counter_change.h"
+#include "store/counter_key.h"
 #include "store/counter_periods.h"
 
 namespace shingled {
-
-enum class CounterRole : uint8_t {
-  plain = 0,   // a counter of messages with this shingle
-  pair = 1,    // the <unique, other> pair of a unique counter
-  unique = 2,  // distinct pairs seen with this unique shingle
-};
-
-struct CounterKey {
-  uint64_t prefix = 0;  // hash of the service prefix (counter_store.h)
-  uint64_t shingle = 0;
-  uint16_t type = 0;
-  CounterRole role = CounterRole::plain;
-  bool operator==(const CounterKey& o) const {
-    return prefix == o.prefix && shingle == o.shingle && type == o.type && role == o.role;
-  }
-};
-
-// One live period of a counter, as series() reports it.
-struct CounterSlot {
-  uint32_t id;  // period id (counter_periods.h)
-  uint64_t value;
-};
 
 class CounterTable {
  public:
@@ -55,10 +40,17 @@ class CounterTable {
   // Adds `delta` to the current 10-minute and daily periods of the counter,
   // creating it. False when it does not exist and the table is full.
   // Values saturate at 2^64-1 (counted).
-  bool add(uint64_t hash, const CounterKey& key, uint64_t delta, uint64_t now);
-  // Adds `delta` to period id `id` only (the loader, and unique counters
-  // that gain in one granularity and not the other).
-  bool add_to(uint64_t hash, const CounterKey& key, uint32_t id, uint64_t delta, uint64_t now);
+  // `home` is the shingle that chose the counter's shard (its own, or a
+  // pair's unique shingle): kept so a reloaded counter finds its shard.
+  bool add(uint64_t hash, const CounterKey& key, uint64_t home, uint64_t delta, uint64_t now);
+  // Adds `delta` to period id `id` only (unique counters that gain in one
+  // granularity and not the other).
+  bool add_to(uint64_t hash, const CounterKey& key, uint64_t home, uint32_t id, uint64_t delta,
+              uint64_t now);
+  // The loader: sets the counter's live periods from the durable copy (dead
+  // ones are skipped) without marking it changed. False when the table is full.
+  bool restore(uint64_t hash, const CounterKey& key, uint64_t home, const CounterSlot* slots,
+               size_t n, uint64_t now);
   // The values in the current periods; both 0 for an unknown counter.
   void current(uint64_t hash, const CounterKey& key, uint64_t now, uint64_t& ten_minutes,
                uint64_t& day) const;
@@ -78,9 +70,23 @@ class CounterTable {
   // wrapping). Returns counters removed.
   size_t sweep(size_t& cursor, size_t positions, uint64_t now);
 
-  // Calls fn(key, slots, n) for every live counter (persistence, tools).
+  // Calls fn(key, slots, n) for every live counter (tests, tools).
   template <typename Fn>
   void for_each(uint64_t now, Fn&& fn) const;
+
+  // --- persistence (owner thread) ---------------------------------------------
+  // Starts listing changed counters; off by default (no persistence, no cost).
+  void track_changes() { tracking_ = true; }
+  // Fixes what the next report must include: every counter changed or
+  // removed before this call.
+  void begin_report();
+  // Reports up to about `budget` changes to `sink` (removals first, then
+  // snapshots of changed counters). Returns how many it reported.
+  size_t report(CounterChangeSink& sink, size_t budget, uint64_t now);
+  // Whether everything fixed by the last begin_report() has been reported.
+  bool report_done() const {
+    return erased_cursor_ >= erased_target_ && dirty_cursor_ >= dirty_target_;
+  }
 
   // Any thread (stats): atomics, approximate while the owner writes.
   size_t live() const { return live_.load(std::memory_order_relaxed); }
@@ -98,11 +104,27 @@ class CounterTable {
       hi = uint32_t(v >> 32);
     }
   };
+  // The key's fields laid out flat, so `home` fits in what CounterKey
+  // would spend on padding: 80 bytes.
   struct Record {
-    CounterKey key;         // 24 bytes with padding
+    uint64_t prefix;
+    uint64_t shingle;
+    uint64_t home;
+    uint16_t type;
+    CounterRole role;
+    uint8_t n_inline : 7;   // slots used (inline mode)
+    uint8_t dirty : 1;      // listed in dirty_ (track_changes)
     uint32_t dense;         // 1 + index into dense_, 0 = inline slots
-    uint32_t n_inline;      // slots used (inline mode)
     PackedSlot slots[kInlineSlots];
+
+    CounterKey key() const { return CounterKey{prefix, shingle, type, role}; }
+    bool has_key(const CounterKey& k) const {
+      return shingle == k.shingle && prefix == k.prefix && type == k.type && role == k.role;
+    }
+  };
+  struct Removed {  // a counter the sweep removed, until reported
+    CounterKey key;
+    uint64_t home;
   };
   struct Dense {  // one slot per kept period: ten-minute ring, then daily ring
     std::vector<uint32_t> id;
@@ -114,7 +136,11 @@ class CounterTable {
   };
 
   int64_t find(uint64_t hash, const CounterKey& key) const;  // index position or -1
-  int64_t insert(uint64_t hash, const CounterKey& key);      // index position or -1 (full)
+  int64_t insert(uint64_t hash, const CounterKey& key, uint64_t home);  // position or -1 (full)
+  int64_t find_or_insert(uint64_t hash, const CounterKey& key, uint64_t home);
+  void mark_dirty(uint32_t rec);
+  size_t live_slots(const Record& r, uint64_t now, CounterSlot* out) const;  // unsorted
+  void report_record(CounterChangeSink& sink, const Record& r, uint64_t now);
   void erase_at(size_t pos);
   bool add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now);
   uint64_t* slot_for(Record& r, uint32_t id, uint64_t now);  // nullptr: an inline slot
@@ -125,7 +151,7 @@ class CounterTable {
   void saturating_add(uint64_t& v, uint64_t delta);
   // The home position comes from the tag's bits, so erase can recompute it.
   size_t home_of_tag(uint32_t tag) const { return size_t(tag) & mask_; }
-  size_t home(uint64_t hash) const { return home_of_tag(uint32_t(hash >> 32)); }
+  size_t home_position(uint64_t hash) const { return home_of_tag(uint32_t(hash >> 32)); }
 
   CounterRetention retention_;
   size_t max_counters_;
@@ -139,30 +165,26 @@ class CounterTable {
   std::atomic<size_t> records_used_{0};  // slab high-water mark
   std::atomic<size_t> dense_rings_{0};   // rings allocated
   uint64_t saturations_ = 0;
+
+  // Change tracking (persistence). A record index may be listed twice when
+  // its counter was removed and the record reused; the dirty bit makes the
+  // second listing a no-op.
+  bool tracking_ = false;
+  std::vector<uint32_t> dirty_;
+  size_t dirty_cursor_ = 0, dirty_target_ = 0;
+  std::vector<Removed> erased_;
+  size_t erased_cursor_ = 0, erased_target_ = 0;
+  std::vector<CounterSlot> report_scratch_;  // one counter's periods
 };
 
 template <typename Fn>
 void CounterTable::for_each(uint64_t now, Fn&& fn) const {
-  std::vector<CounterSlot> slots;
+  std::vector<CounterSlot> slots(size_t(retention_.ten_minute_periods) + retention_.daily_periods);
   for (const IndexEntry& e : index_) {
     if (e.rec == 0) continue;
     const Record& r = records_[e.rec - 1];
-    slots.clear();
-    if (r.dense == 0) {
-      for (uint32_t k = 0; k < r.n_inline; ++k) {
-        if (period_live(r.slots[k].id, now, retention_)) {
-          slots.push_back(CounterSlot{r.slots[k].id, r.slots[k].value()});
-        }
-      }
-    } else {
-      const Dense& d = dense_[r.dense - 1];
-      for (size_t k = 0; k < d.id.size(); ++k) {
-        if (d.id[k] != 0 && period_live(d.id[k], now, retention_)) {
-          slots.push_back(CounterSlot{d.id[k], d.value[k]});
-        }
-      }
-    }
-    if (!slots.empty()) fn(r.key, slots.data(), slots.size());
+    const size_t n = live_slots(r, now, slots.data());
+    if (n != 0) fn(r.key(), slots.data(), n);
   }
 }
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::counters {
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::fuzzy {
 

@@ -27,7 +27,7 @@
 
 #include "../unit/store_test_support.h"
 #include "wire/fuzzy_request.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "engine/engine.h"
 #include "wire/counters_codec.h"
 #include "udp_test_support.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled {
 namespace {

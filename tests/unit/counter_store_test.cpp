@@ -19,6 +19,7 @@ namespace {
 
 // A Monday 00:00:00 UTC, so day and 10-minute boundaries are easy to see.
 constexpr uint64_t kT0 = 1'700'438'400;  // 2023-11-20T00:00:00Z
+constexpr uint64_t kHome = 0;  // the shard shingle; tables do not use it but to report it
 static_assert(kT0 % 86400 == 0);
 
 TEST(CounterPeriods, numbering_and_boundaries) {
@@ -79,10 +80,10 @@ TEST(CounterTable, increments_land_in_both_current_periods_and_sum_over_time) {
   CounterTable t(100, CounterRetention{});
   const CounterKey k = key(1);
   // 12 increments, one every 10 minutes from 22:00 of day 0 to 23:50.
-  for (int i = 0; i < 12; ++i) ASSERT_TRUE(t.add(h(1), k, 1, kT0 + 22 * 3600 + i * 600));
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(t.add(h(1), k, kHome, 1, kT0 + 22 * 3600 + i * 600));
   // Then 3 at 00:05 on day 1.
   const uint64_t now = kT0 + 86400 + 300;
-  ASSERT_TRUE(t.add(h(1), k, 3, now));
+  ASSERT_TRUE(t.add(h(1), k, kHome, 3, now));
   CounterSums s;
   ASSERT_TRUE(t.sums(h(1), k, now, s));
   EXPECT_EQ(s.current_ten_minutes, 3u);
@@ -102,7 +103,7 @@ TEST(CounterTable, increments_land_in_both_current_periods_and_sum_over_time) {
 
 TEST(CounterTable, old_periods_disappear_and_empty_counters_are_swept) {
   CounterTable t(100, CounterRetention{});
-  ASSERT_TRUE(t.add(h(7), key(7), 5, kT0));
+  ASSERT_TRUE(t.add(h(7), key(7), kHome, 5, kT0));
   CounterSums s;
   t.sums(h(7), key(7), kT0 + 86400 - 1, s);  // 23:59:59 the same day
   EXPECT_EQ(s.last_day, 5u);
@@ -119,8 +120,8 @@ TEST(CounterTable, old_periods_disappear_and_empty_counters_are_swept) {
 
 TEST(CounterTable, values_saturate_and_are_counted) {
   CounterTable t(10, CounterRetention{});
-  ASSERT_TRUE(t.add(h(1), key(1), UINT64_MAX - 1, kT0));
-  ASSERT_TRUE(t.add(h(1), key(1), 5, kT0));
+  ASSERT_TRUE(t.add(h(1), key(1), kHome, UINT64_MAX - 1, kT0));
+  ASSERT_TRUE(t.add(h(1), key(1), kHome, 5, kT0));
   CounterSums s;
   t.sums(h(1), key(1), kT0, s);
   EXPECT_EQ(s.today, UINT64_MAX);
@@ -131,9 +132,9 @@ TEST(CounterTable, values_saturate_and_are_counted) {
 
 TEST(CounterTable, a_full_table_refuses_new_counters_and_keeps_the_old) {
   CounterTable t(10, CounterRetention{});
-  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(t.add(h(i), key(i), 1, kT0));
-  EXPECT_FALSE(t.add(h(99), key(99), 1, kT0));
-  EXPECT_TRUE(t.add(h(3), key(3), 1, kT0)) << "existing counters still take increments";
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(t.add(h(i), key(i), kHome, 1, kT0));
+  EXPECT_FALSE(t.add(h(99), key(99), kHome, 1, kT0));
+  EXPECT_TRUE(t.add(h(3), key(3), kHome, 1, kT0)) << "existing counters still take increments";
   CounterSums s;
   t.sums(h(3), key(3), kT0, s);
   EXPECT_EQ(s.today, 2u);
@@ -147,7 +148,7 @@ TEST(CounterTable, deletions_inside_probe_clusters_lose_nothing) {
   for (uint64_t i = 0; i < 3000; ++i) {
     const uint64_t hash = (i % 97) << 32 | i;  // clusters of ~31 keys per home
     const uint64_t when = (i % 2) ? kT0 : kT0 + 20 * 86400;
-    ASSERT_TRUE(t.add(hash, key(i), i + 1, when));
+    ASSERT_TRUE(t.add(hash, key(i), kHome, i + 1, when));
     if (i % 2 == 0) expect[i] = i + 1;
   }
   size_t cursor = 0;

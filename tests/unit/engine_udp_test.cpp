@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "store_test_support.h"
 #include "udp_test_support.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled {
 namespace {

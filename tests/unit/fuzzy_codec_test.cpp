@@ -7,7 +7,7 @@
 
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::fuzzy {
 namespace {

@@ -14,7 +14,7 @@
 #include "io/packet_io.h"
 #include "service_harness.h"
 #include "vector_file.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "service_harness.h"
 #include "store_test_support.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled {
 namespace {

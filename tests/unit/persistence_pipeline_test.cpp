@@ -22,6 +22,7 @@
 #include "persist/persister.h"
 #include "store/fuzzy_store.h"
 #include "store_test_support.h"
+#include "temp_dir.h"
 
 namespace shingled {
 namespace {
@@ -48,16 +49,7 @@ FuzzyChange erase(const FuzzyRecord& r) { return FuzzyChange{true, r}; }
 
 class PersistTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shingled-persist-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
-  std::string path() const { return root_ + "/db"; }
+  std::string path() const { return dir_.path() + "/db"; }
 
   void open(LmdbEnvironment& env) {
     std::string error;
@@ -89,7 +81,7 @@ class PersistTest : public ::testing::Test {
   }
   static std::string key(const FuzzyRecord& r) { return std::string(fuzzy_record_key(r)); }
 
-  std::string root_;
+  test::TempDir dir_{"shingled-persist-test"};
 };
 
 // --- change feed ---------------------------------------------------------------
@@ -159,7 +151,7 @@ TEST(ChangeFeed, a_full_ring_holds_chunks_back_in_order_and_loses_none) {
   size_t seen = 0;
   for (int round = 0; round < 3 && seen < chunks; ++round) {
     for (ChangeChunk* c : take_all(feed)) {
-      EXPECT_EQ(c->changes[0].record.flags[0].value, int32_t(seen)) << "out of order";
+      EXPECT_EQ(c->changes[0].fuzzy.record.flags[0].value, int32_t(seen)) << "out of order";
       ++seen;
       feed.recycle(c);
     }
@@ -304,8 +296,8 @@ TEST_F(PersistTest, seeded_deletions_are_committed_at_the_first_sync) {
   commit(env, initial);
   ChangeFeed feed;
   Persister persister(env, {&feed}, PersisterOptions{3600});
-  FuzzyPending expired;
-  expired.add_erase(record_for(1, 1, 1, true).digest);
+  PendingChanges expired;
+  expired.fuzzy.add_erase(record_for(1, 1, 1, true).digest);
   persister.seed(std::move(expired));
   persister.start();
   EXPECT_TRUE(persister.finish());
@@ -459,7 +451,7 @@ TEST_F(PersistTest, store_writes_round_trip_through_disk) {
   feed.flush();
   FuzzyPending p;
   while (ChangeChunk* c = feed.take()) {
-    for (uint32_t i = 0; i < c->count; ++i) p.add(c->changes[i]);
+    for (uint32_t i = 0; i < c->count; ++i) p.add(c->changes[i].fuzzy);
     feed.recycle(c);
   }
   commit(env, p);

@@ -19,7 +19,7 @@
 #include "shingle_load/workload.h"
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::load {
 namespace {

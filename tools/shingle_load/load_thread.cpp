@@ -33,7 +33,7 @@
 #include "shingle_load/slot_table.h"
 #include "shingle_load/verifier.h"
 #include "shingle_load/workload.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::load {
 

@@ -3,7 +3,7 @@
 // recomputed alone and a whole request costs 40 mix64 calls.
 #include "shingle_load/message.h"
 
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::load {
 namespace {

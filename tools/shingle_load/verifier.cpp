@@ -8,7 +8,7 @@
 
 #include "shingle_load/message.h"
 #include "shingled/fuzzy_wire.h"
-#include "wire/le.h"
+#include "common/little_endian.h"
 
 namespace shingled::load {
 namespace {

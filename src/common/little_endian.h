@@ -1,5 +1,5 @@
-// Little-endian loads and stores for wire codecs: the protocols put every
-// integer on the wire little-endian whatever the CPU (spec 2).
+// Little-endian loads and stores for wire codecs and on-disk records: every
+// integer is little-endian there whatever the CPU (spec 2).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,66 @@
+// Loads the stores from LMDB at start-up (see durable_load.h).
+#include "daemon/durable_load.h"
+
+#include "common/clock.h"
+#include "common/cpu.h"
+#include "common/log.h"
+#include "persist/counter_loader.h"
+#include "persist/fuzzy_loader.h"
+
+namespace shingled {
+
+namespace {
+
+// What a loader left out, in the log: records past their lifetime (deleted
+// at the first sync) and records it could not decode (left on disk).
+void log_left_out(const char* what, uint64_t expired, const char* expired_because,
+                  uint64_t undecodable) {
+  if (expired != 0) {
+    LOG_INFO("%llu stored %s %s; they are deleted at the first sync",
+             static_cast<unsigned long long>(expired), what, expired_because);
+  }
+  if (undecodable != 0) {
+    LOG_WARN("%llu stored %s could not be decoded and were skipped (left on disk)",
+             static_cast<unsigned long long>(undecodable), what);
+  }
+}
+
+bool load_fuzzy(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
+                FuzzyPending& expired, std::string& error) {
+  const unsigned threads =
+      config.workers != 0 ? config.workers : static_cast<unsigned>(allowed_cpus().size());
+  FuzzyLoadReport report;
+  if (!load_fuzzy_store(env, store, unix_seconds_now(), threads, expired, report, error)) {
+    return false;
+  }
+  LOG_INFO("loaded %llu hashes (%llu index entries) from %s in %.2f s with %u thread(s)%s",
+           static_cast<unsigned long long>(report.loaded),
+           static_cast<unsigned long long>(report.shingles), config.hashfile.c_str(),
+           report.seconds, threads, report.records == 0 ? " (new database)" : "");
+  log_left_out("hashes", report.expired, "had expired", report.undecodable);
+  return true;
+}
+
+bool load_counters(LmdbEnvironment& env, CounterStore& store, CounterPending& expired,
+                   std::string& error) {
+  CounterLoadReport report;
+  if (!load_counter_store(env, store, unix_seconds_now(), expired, report, error)) return false;
+  if (report.records != 0) {
+    LOG_INFO("loaded %llu counters in %.2f s",
+             static_cast<unsigned long long>(report.loaded), report.seconds);
+  }
+  log_left_out("counters", report.expired, "had no period left in the retention",
+               report.undecodable);
+  store.track_changes();
+  return true;
+}
+
+}  // namespace
+
+bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
+                        CounterStore* counters, PendingChanges& first_sync, std::string& error) {
+  if (!load_fuzzy(config, env, store, first_sync.fuzzy, error)) return false;
+  return counters == nullptr || load_counters(env, *counters, first_sync.counters, error);
+}
+
+}  // namespace shingled

@@ -1,0 +1,22 @@
+// Start-up: the durable copy (LMDB) back into the stores before any socket
+// opens, with what was found logged. Records that expired while the daemon
+// was down become deletions for the first sync.
+#pragma once
+
+#include <string>
+
+#include "common/config.h"
+#include "persist/lmdb_environment.h"
+#include "persist/pending_changes.h"
+#include "store/counter_store.h"
+#include "store/fuzzy_store.h"
+
+namespace shingled {
+
+// `counters` may be null (no counter service: its records stay on disk
+// untouched). On success the counter store lists its changes from now on.
+// False, with `error`, when a read fails or live records do not fit.
+bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
+                        CounterStore* counters, PendingChanges& first_sync, std::string& error);
+
+}  // namespace shingled
