@@ -284,6 +284,7 @@ start_shingled() {
   local cap=$(( (STORED + STALL_WRITES) * 2 )); [ $cap -ge 1000000 ] || cap=1000000
   cat >"$d/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$SRV_PORT";
+counters_bind_socket = [];
 allow_update = ["127.0.0.1"];
 workers = 1;
 max_hashes = $cap;

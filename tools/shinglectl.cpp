@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/config_loader.h"
+#include "shinglectl_counters.h"
 #include "shinglectl_offline.h"
 #include "wire/keypair_text.h"
 
@@ -23,6 +24,7 @@ namespace {
 
 const char kUsage[] =
     "Usage: shinglectl [OPTIONS] COMMAND [ARGUMENTS]\n"
+    "       shinglectl counters get|series|add [OPTIONS] COUNTER...\n"
     "\n"
     "The operator's tool for shingled. stats, ping and sync talk to a running daemon\n"
     "over its control socket; dump, import, import-rspamd and info work on the\n"
@@ -58,6 +60,8 @@ const char kUsage[] =
     "                         flag it holds), hashes with shingles, the size of\n"
     "                         data.mdb, the last sync (unix and UTC) and the schema\n"
     "                         version (--json: one JSON object). Read-only.\n"
+    "\n"
+    "%s"
     "\n"
     "Other commands:\n"
     "  keypair                print a new server keypair in the form `rspamadm keypair -u`\n"
@@ -195,6 +199,7 @@ int usage_error(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "counters") return shingled::run_counters(argc - 2, argv + 2);
   std::string socket_path = "data/shingled.sock";
   std::string command;
   std::vector<std::string> arguments;  // the command's own positional arguments
@@ -207,7 +212,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = nullptr;
     if (a == "-h" || a == "--help") {
-      fputs(kUsage, stdout);
+      printf(kUsage, shingled::kCountersUsage);
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shinglectl %s\n", SHINGLED_VERSION);
@@ -262,7 +267,7 @@ int main(int argc, char** argv) {
   const bool offline_command =
       command == "dump" || command == "import" || command == "import-rspamd" || command == "info";
   if (command.empty()) {
-    fprintf(stderr, "shinglectl: no command given\n\n%s", kUsage);
+    fprintf(stderr, "shinglectl: no command given (shinglectl --help lists them)\n");
     return 2;
   }
   if (!offline_command && command != "stats" && command != "ping" && command != "sync" &&

@@ -57,8 +57,8 @@ struct Config {
   uint64_t max_hashes = 1'000'000;               // capacity of the digest table
   uint64_t max_memory = 0;                       // or: capacity from a RAM budget (bytes)
 
-  // Shingle counters (shingled's own option names). No listener unless
-  // counters_bind_socket is given (default port 11337).
+  // Shingle counters (shingled's own option names). Listens on
+  // 127.0.0.1:11337 by default; `counters_bind_socket = []` turns it off.
   std::vector<ListenAddress> counters_bind_sockets;
   uint64_t counters_max = 1'000'000;          // live counters, all shards
   uint32_t counters_ten_minute_periods = 144;  // one day of 10-minute periods

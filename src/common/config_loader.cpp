@@ -126,7 +126,11 @@ class Loader {
             if (same_address(addr, c)) line = l;
           }
           return fail(line, "counters_bind_socket: " + c.text +
-                                " is also the fuzzy storage's bind_socket");
+                                " is also the fuzzy storage's bind_socket" +
+                                (counters_bind_given_
+                                     ? std::string()
+                                     : " (the counters listen there by default: set "
+                                       "counters_bind_socket, or [] to turn them off)"));
         }
       }
     }
@@ -497,6 +501,7 @@ Config default_config() {
   Config cfg;
   std::string err;
   parse_listen_address("127.0.0.1:11335", cfg.bind_sockets, err);
+  parse_listen_address("127.0.0.1:11337", cfg.counters_bind_sockets, err);
   for (const char* loopback : {"127.0.0.1", "::1"}) {
     Network net;
     parse_network(loopback, net, err);

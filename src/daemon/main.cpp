@@ -35,10 +35,11 @@ const char kUsage[] =
     "Usage: shingled [--config FILE] [--check-config] [--log-level LEVEL]\n"
     "       shingled --help | --version\n"
     "\n"
-    "A fuzzy hash storage wire-compatible with rspamd's fuzzy storage worker.\n"
-    "With no --config it listens on 127.0.0.1:11335, accepts updates from\n"
-    "loopback only, keeps its hashes in data/shingled.lmdb (synced every 60 s)\n"
-    "and its control socket at data/shingled.sock.\n"
+    "A fuzzy hash storage wire-compatible with rspamd's fuzzy storage worker,\n"
+    "and a shingle counter service. With no --config it listens on\n"
+    "127.0.0.1:11335 (fuzzy) and 127.0.0.1:11337 (counters), accepts updates\n"
+    "from loopback only, keeps its data in data/shingled.lmdb (synced every\n"
+    "60 s) and its control socket at data/shingled.sock.\n"
     "\n"
     "  -c, --config FILE     read the configuration from FILE (UCL, rspamd option names)\n"
     "  -t, --check-config    check the configuration, print a summary and exit\n"
@@ -140,6 +141,15 @@ void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
   printf("  hashfile       %s (sync every %u s)\n", c.hashfile.c_str(), c.sync_seconds);
   printf("  control_socket %s\n", c.control_socket.c_str());
   printf("  log_file       %s\n", c.log_file.empty() ? "(stderr)" : c.log_file.c_str());
+  if (c.counters_bind_sockets.empty()) printf("  counters       off (counters_bind_socket = [])\n");
+  for (const ListenAddress& a : c.counters_bind_sockets) {
+    printf("  counters       %s\n", a.text.c_str());
+  }
+  if (!c.counters_bind_sockets.empty()) {
+    printf("  counters_max   %llu (periods kept: %u of 10 minutes, %u days)\n",
+           static_cast<unsigned long long>(c.counters_max), c.counters_ten_minute_periods,
+           c.counters_daily_periods);
+  }
 }
 
 // Creates the directory that holds `path` when it is a relative default

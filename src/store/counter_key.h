@@ -8,7 +8,7 @@ namespace shingled {
 
 enum class CounterRole : uint8_t {
   plain = 0,   // a counter of messages with this shingle
-  pair = 1,    // the <unique, other> pair of a unique counter
+  pair = 1,    // the <unique, other> pair of a unique counter (shingle: both combined)
   unique = 2,  // distinct pairs seen with this unique shingle
 };
 

@@ -31,9 +31,18 @@ inline uint64_t mix(uint64_t x) {
   return x;
 }
 
+// A pair counter belongs to its unique shingle: the same pair shingle sent
+// with two unique shingles names two counters. The combination is fixed
+// (not seeded): it is part of the keys on disk.
+uint64_t pair_identity(uint64_t pair, uint64_t unique) {
+  const uint64_t u = unique * 0x9E3779B97F4A7C15ull;
+  return pair ^ (u << 29 | u >> 35);
+}
+
 CounterKey own_key(const CounterOp& op) {
-  return CounterKey{op.prefix, op.has_pair ? op.pair : op.shingle, op.type,
-                    op.has_pair ? CounterRole::pair : CounterRole::plain};
+  return op.has_pair
+             ? CounterKey{op.prefix, pair_identity(op.pair, op.shingle), op.type, CounterRole::pair}
+             : CounterKey{op.prefix, op.shingle, op.type, CounterRole::plain};
 }
 
 CounterKey unique_key(const CounterOp& op) {

@@ -4,24 +4,10 @@
 # embedded defaults, live stats over the control socket, clean stop.
 # Usage: daemon_cli_test.sh --build BUILD_DIR
 set -uo pipefail
-build=build
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/lib_check.sh"
+parse_build_arg "$@"
 shingled=$(realpath "$build/src/daemon/shingled")
 ctl=$(realpath "$build/tools/shinglectl")
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
-}
 
 tmp=$(mktemp -d)
 pid=""
@@ -56,19 +42,25 @@ fi
 
 check "check-config of defaults" bash -c "'$shingled' --check-config | grep -q '127.0.0.1:11335'"
 
-# Start on the embedded defaults unless something already holds 11335.
-port_busy() { grep -q ':11335 ' <<<"$(ss -uln 2>/dev/null)"; }
+# Start on the embedded defaults unless something already holds 11335 or 11337.
+port_busy() { grep -qE ':1133[57] ' <<<"$(ss -uln 2>/dev/null)"; }
+on_defaults=1
 if port_busy; then
-  echo "note: 127.0.0.1:11335 is busy; using a private port"
+  echo "note: 127.0.0.1:11335 or 11337 is busy; using private ports"
+  on_defaults=0
   port=$((20000 + RANDOM % 20000))
-  printf 'bind_socket = "127.0.0.1:%d";\n' "$port" >alt.conf
+  printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = "127.0.0.1:%d";\n' "$port" "$((port + 1))" >alt.conf
   "$shingled" --config alt.conf >daemon.log 2>&1 &
 else
+  port=11335
   "$shingled" >daemon.log 2>&1 &
 fi
 pid=$!
 for _ in $(seq 50); do [ -S data/shingled.sock ] && break; sleep 0.1; done
 check "control socket created in data/" test -S data/shingled.sock
+counters_port=$([ "$on_defaults" = 1 ] && echo 11337 || echo $((port + 1)))
+check "counter service answers on ${counters_port}" \
+  "$ctl" counters add --server "127.0.0.1:$counters_port" --prefix cli 14:42
 check "shinglectl ping" bash -c "'$ctl' ping | grep -q pong"
 check "shinglectl stats table" bash -c "'$ctl' stats | grep -q stored"
 json=$("$ctl" stats --json)
@@ -89,9 +81,27 @@ pid=""
 check "control socket removed on exit" test ! -e data/shingled.sock
 check "database created in data/ on the defaults" test -f data/shingled.lmdb/data.mdb
 
+# The counter added above came back with the database.
+if [ "$on_defaults" = 1 ]; then
+  "$shingled" >>daemon.log 2>&1 &
+else
+  "$shingled" --config alt.conf >>daemon.log 2>&1 &
+fi
+pid=$!
+for _ in $(seq 50); do [ -S data/shingled.sock ] && break; sleep 0.1; done
+out=$("$ctl" counters get --json --server "127.0.0.1:$counters_port" --prefix cli 14:42 2>&1)
+if grep -q '"today":1,' <<<"$out"; then
+  pass "a counter survives a restart on the defaults"
+else
+  fail "a counter survives a restart on the defaults" "$out"
+fi
+kill -TERM "$pid"
+wait "$pid"
+pid=""
+
 # A second daemon on the same hashfile is refused, naming the first.
 lport=$((20000 + RANDOM % 20000))
-printf 'bind_socket = "127.0.0.1:%d";\nhashfile = "%s/db";\ncontrol_socket = "%s/a.sock";\nlog_file = "%s/logs/shingled.log";\n' \
+printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nhashfile = "%s/db";\ncontrol_socket = "%s/a.sock";\nlog_file = "%s/logs/shingled.log";\n' \
   "$lport" "$tmp" "$tmp" "$tmp" >a.conf
 "$shingled" --config a.conf 2>/dev/null &
 pid=$!
@@ -129,5 +139,4 @@ wait "$pid"
 pid=""
 check "shutdown logged to the new file" grep -q "stopped with" logs/shingled.log
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -11,31 +11,17 @@
 #  4. SIGTERM syncs before exit: nothing acknowledged is lost.
 # Usage: persistence_crash_test.sh --build BUILD_DIR
 set -uo pipefail
-build=build
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/lib_check.sh"
+parse_build_arg "$@"
 shingled=$(realpath "$build/src/daemon/shingled")
 ctl=$(realpath "$build/tools/shinglectl")
 probe=$(realpath "$build/tests/fuzzy_probe")
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 
-tmp=$(mktemp -d)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+setup_tmp
 port=$((20000 + RANDOM % 20000))
 cat >"$tmp/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$port";
+counters_bind_socket = [];
 workers = 2;
 max_hashes = 1m;
 hashfile = "$tmp/db";
@@ -43,23 +29,6 @@ sync = 2s;
 control_socket = "$tmp/ctl.sock";
 EOF
 
-start() {
-  "$shingled" --config "$tmp/shingled.conf" >>"$tmp/daemon.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 300); do
-    "$ctl" --socket "$tmp/ctl.sock" ping >/dev/null 2>&1 && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "daemon did not start; log:" >&2
-  tail -20 "$tmp/daemon.log" >&2
-  return 1
-}
-crash() {
-  kill -9 "$pid"
-  wait "$pid" 2>/dev/null
-  pid=""
-}
 stat_field() {  # persistence.<field> of the running daemon
   "$ctl" --socket "$tmp/ctl.sock" stats --json |
     python3 -c "import json,sys; print(json.load(sys.stdin)['persistence']['$1'])"
@@ -74,7 +43,7 @@ expect() {
 
 N=20000
 M=5000
-start || exit 1
+start_daemon "$tmp" || exit 1
 
 # --- 1. periodic sync, then more writes, then kill -9 ------------------------
 out=$("$probe" write --port "$port" --from 0 --count $N --flag 1 --value 7)
@@ -86,11 +55,11 @@ for _ in $(seq 200); do [ "$(stat_field syncs)" -ge $((s0 + 2)) ] && break; slee
 if [ "$(stat_field syncs)" -ge $((s0 + 2)) ]; then pass "periodic sync (sync = 2s) completed"; else fail "periodic sync" "syncs stayed at $(stat_field syncs)"; fi
 out=$("$probe" write --port "$port" --from $N --count $M --flag 2 --value 9)
 expect "$M more writes acknowledged" "$out" answered $M
-crash
+crash_daemon
 # From here on, syncs happen only when asked for (and at SIGTERM), so the
 # batch of part 2 is committed by exactly the sync the kill interrupts.
 sed -i 's/^sync = 2s;/sync = 1h;/' "$tmp/shingled.conf"
-start || exit 1
+start_daemon "$tmp" || exit 1
 out=$("$probe" check --port "$port" --from 0 --count $N --flag 1 --value 7)
 expect "after kill -9: all $N synced hashes hit with flag 1 value 7" "$out" hits $N
 out=$("$probe" check --port "$port" --from 0 --count 2000 --flag 1 --value 7 --near 24)
@@ -112,13 +81,13 @@ for attempt in 1 2 3; do
   for _ in $(seq 2000); do
     if [ "$(stat_field sync_in_progress)" = 1 ]; then caught=1; break; fi
   done
-  if [ $caught = 1 ]; then crash; break; fi
+  if [ $caught = 1 ]; then crash_daemon; break; fi
   echo "  (attempt $attempt: the sync ended before the kill; a bigger batch)"
   from=$((from + B))
   B=$((B * 2))
 done
 if [ $caught = 1 ]; then pass "kill -9 landed during a sync"; else fail "kill -9 during a sync" "never caught a sync in progress"; fi
-start || exit 1
+start_daemon "$tmp" || exit 1
 pass "database opens after a kill during a sync"
 out=$("$probe" check --port "$port" --from 0 --count $N --flag 1 --value 7)
 expect "after kill during sync: earlier synced hashes intact" "$out" hits $N
@@ -134,8 +103,8 @@ fi
 "$probe" delete --port "$port" --from 0 --count 1000 >/dev/null
 "$probe" write --port "$port" --from 1000 --count 1000 --flag 1 --value 3 >/dev/null
 "$ctl" --socket "$tmp/ctl.sock" sync >/dev/null
-crash
-start || exit 1
+crash_daemon
+start_daemon "$tmp" || exit 1
 out=$("$probe" check --port "$port" --from 0 --count 1000 --flag 1 --value 7)
 expect "deleted hashes stay deleted" "$out" misses 1000
 out=$("$probe" check --port "$port" --from 1000 --count 1000 --flag 1 --value 10)
@@ -148,7 +117,7 @@ wait "$pid"
 rc=$?
 pid=""
 if [ $rc = 0 ]; then pass "SIGTERM: clean exit"; else fail "SIGTERM: clean exit" "rc=$rc"; fi
-start || exit 1
+start_daemon "$tmp" || exit 1
 out=$("$probe" check --port "$port" --from 900000 --count 3000 --flag 4 --value 1)
 expect "SIGTERM: every acknowledged write is back" "$out" hits 3000
 if grep -q "error" "$tmp/daemon.log"; then fail "no errors logged" "$(grep error "$tmp/daemon.log" | head -3)"; else pass "no errors logged"; fi
@@ -156,5 +125,4 @@ if grep -q "error" "$tmp/daemon.log"; then fail "no errors logged" "$(grep error
 kill -TERM "$pid"
 wait "$pid"
 pid=""
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -10,21 +10,12 @@
 #  (c) usage errors exit 2.
 # Usage: shingle_load_test.sh --build BUILD_DIR
 set -uo pipefail
-build=build
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/lib_check.sh"
+parse_build_arg "$@"
 shingled=$(realpath "$build/src/daemon/shingled")
 ctl=$(realpath "$build/tools/shinglectl")
 load=$(realpath "$build/tools/shingle-load")
 responder=$(realpath "$build/bench/trivial_responder" 2>/dev/null || echo "$build/bench/trivial_responder")
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 
 tmp=$(mktemp -d)
 pid=""
@@ -57,6 +48,7 @@ port=$((20000 + RANDOM % 20000))
 pubkey=$(sed -n 's/.*pubkey = "\(.*\)";/\1/p' "$tmp/keypair.conf")
 cat >"$tmp/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$port";
+counters_bind_socket = [];
 workers = 2;
 max_hashes = 200k;
 hashfile = "$tmp/db";
@@ -180,5 +172,4 @@ usage "no such --server-pid" check --server-pid 999999999 --count 1
 if grep -q "Exit status" <<<"$("$load" --help)"; then pass "--help documents the exit status"; else fail "--help" "no exit status section"; fi
 if grep -q "(K-3)/32" <<<"$("$load" --help)"; then pass "--help documents the near-duplicate tolerance"; else fail "--help" "no (K-3)/32"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

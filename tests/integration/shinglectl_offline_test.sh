@@ -8,24 +8,10 @@
 # `shinglectl sync` through its control socket.
 # Usage: shinglectl_offline_test.sh --build BUILD_DIR
 set -uo pipefail
-build=build
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/lib_check.sh"
+parse_build_arg "$@"
 ctl=$(realpath "$build/tools/shinglectl")
 shingled=$(realpath "$build/src/daemon/shingled")
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
-}
 # expect_run NAME RC PATTERN COMMAND...: the command exits RC and its
 # stdout+stderr matches the extended regex PATTERN.
 expect_run() {
@@ -262,7 +248,7 @@ open('live.jsonl', 'w').write('\n'.join(sorted(lines)) + '\n')
 PY
 check "import the daemon's database" bash -c "'$ctl' import --db dbd live.jsonl >/dev/null"
 port=$((20000 + RANDOM % 20000))
-printf 'bind_socket = "127.0.0.1:%d";\nhashfile = "%s/dbd";\ncontrol_socket = "%s/ctl.sock";\n' \
+printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nhashfile = "%s/dbd";\ncontrol_socket = "%s/ctl.sock";\n' \
   "$port" "$tmp" "$tmp" >live.conf
 "$shingled" --config live.conf >daemon.log 2>&1 &
 daemon=$!
@@ -301,5 +287,4 @@ check "dump of a missing database creates nothing" test ! -e nope.lmdb
 expect_run "import of a missing file names it" 1 'missing.jsonl: No such file or directory' \
   "$ctl" import --db db1 missing.jsonl
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -392,5 +392,43 @@ TEST(ConfigFile, shipped_example_config_loads) {
   EXPECT_FALSE(cfg.bind_sockets.empty());
 }
 
+// --- shingle counters ---------------------------------------------------------
+
+TEST(ConfigCounters, the_counter_service_listens_on_loopback_11337_by_default) {
+  const Config cfg = default_config();
+  ASSERT_EQ(cfg.counters_bind_sockets.size(), 1u);
+  EXPECT_EQ(format_sockaddr(reinterpret_cast<const sockaddr*>(&cfg.counters_bind_sockets[0].addr)),
+            "127.0.0.1:11337");
+  EXPECT_EQ(cfg.counters_max, 1'000'000u);
+  EXPECT_EQ(cfg.counters_ten_minute_periods, 144u);
+  EXPECT_EQ(cfg.counters_daily_periods, 14u);
+}
+
+TEST(ConfigCounters, options_set_the_listeners_capacity_and_retention) {
+  const Config cfg = load_ok(
+      "counters_bind_socket = [\"127.0.0.1:5000\", \"[::1]:5000\"];\n"
+      "counters_max = 2m;\ncounters_ten_minute_periods = 288;\ncounters_daily_periods = 30;\n");
+  EXPECT_EQ(cfg.counters_bind_sockets.size(), 2u);
+  EXPECT_EQ(cfg.counters_max, 2'000'000u);
+  EXPECT_EQ(cfg.counters_ten_minute_periods, 288u);
+  EXPECT_EQ(cfg.counters_daily_periods, 30u);
+  EXPECT_TRUE(load_ok("counters_bind_socket = [];\n").counters_bind_sockets.empty())
+      << "an empty list turns the service off";
+}
+
+TEST(ConfigCounters, bad_values_are_refused_at_their_line) {
+  expect_error("workers = 1;\ncounters_max = 0;\n", 2, "counters_max: must be 1..2^36");
+  expect_error("counters_daily_periods = 367;\n", 1, "must be 1..366");
+  expect_error("counters_ten_minute_periods = 0;\n", 1, "must be 1..2016");
+  expect_error("counters_bind_socket = \"127.0.0.1:99999\";\n", 1, "counters_bind_socket");
+  expect_error("bind_socket = \"127.0.0.1:7000\";\ncounters_bind_socket = \"127.0.0.1:7000\";\n", 2,
+               "listed twice");
+}
+
+TEST(ConfigCounters, a_fuzzy_listener_on_the_counters_default_port_says_what_to_do) {
+  expect_error("\nbind_socket = \"127.0.0.1:11337\";\n", 2,
+               "the counters listen there by default");
+}
+
 }  // namespace
 }  // namespace shingled

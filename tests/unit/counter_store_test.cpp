@@ -240,6 +240,28 @@ TEST_F(StoreFixture, unique_counters_count_distinct_pairs_per_period) {
   EXPECT_EQ(r[0].sums.today, 3u) << "three distinct recipients today";
 }
 
+TEST_F(StoreFixture, one_pair_shingle_under_two_uniques_is_two_pairs) {
+  // Two senders whose pair shingles happen to be equal (a client hashing
+  // only the recipient): each sender counts its own distinct recipients.
+  // The second sender is picked on the first one's shard, so both pairs
+  // meet in one table and one batch.
+  uint64_t other = 72;
+  while (store.shard_of(pair(other, 5000)) != store.shard_of(pair(71, 5000))) ++other;
+  run({pair(71, 5000), pair(other, 5000)}, kT0);
+  auto r = run({pair(71, 5000), pair(other, 5000)}, kT0 + 1);
+  EXPECT_EQ(r[0].sums.today, 1u);
+  EXPECT_EQ(r[1].sums.today, 1u) << "the second sender's recipient was not the first's";
+  EXPECT_FALSE(r[0].unique_gain);
+  EXPECT_FALSE(r[1].unique_gain);
+  run({pair(other, 5001)}, kT0 + 2);
+  CounterOp read71 = pair(71, 0), read72 = pair(other, 0);  // reads of the unique counters
+  read71.increment = read72.increment = false;
+  read71.delta = read72.delta = 0;
+  r = run({read71, read72}, kT0 + 3);
+  EXPECT_EQ(r[0].sums.today, 1u);
+  EXPECT_EQ(r[1].sums.today, 2u) << "reads with one pair shingle under two uniques stay apart";
+}
+
 TEST_F(StoreFixture, pairs_sharing_a_unique_in_one_batch_each_count_once) {
   // One message to two recipients: both entries in one request.
   auto r = run({pair(5, 1), pair(5, 2), pair(5, 1)}, kT0);
