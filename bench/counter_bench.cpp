@@ -62,6 +62,7 @@ void BM_CounterUpdates(benchmark::State& state) {
   CounterStoreOptions options;
   options.max_counters = 2 * kKeys;
   CounterStore store(options);
+  store.track_changes();  // as the daemon runs: changed counters listed for the next sync
   const std::vector<CounterOp> stream = make_stream(size_t(1) << 22, zipf, read);
   // Pre-grouped by shard per burst, as a worker would group them.
   struct Group {

@@ -19,18 +19,6 @@ uint64_t random_seed() {
   return s | 1;
 }
 
-// A bijective 64-bit finaliser (moremur); keyed by the seeds below, it
-// keeps chosen shingles from piling into one shard or probe cluster, at a
-// few nanoseconds instead of a general-purpose hash call per entry.
-inline uint64_t mix(uint64_t x) {
-  x ^= x >> 27;
-  x *= 0x3C79AC492BA7B653ull;
-  x ^= x >> 33;
-  x *= 0x1C69B3F74AC4AE35ull;
-  x ^= x >> 27;
-  return x;
-}
-
 // A pair counter belongs to its unique shingle: the same pair shingle sent
 // with two unique shingles names two counters. The combination is fixed
 // (not seeded): it is part of the keys on disk.
@@ -66,13 +54,8 @@ CounterStore::CounterStore(const CounterStoreOptions& options)
   }
 }
 
-uint64_t CounterStore::key_hash(const CounterKey& key) const {
-  const uint64_t small = uint64_t(key.type) << 8 | static_cast<uint64_t>(key.role);
-  return mix(mix(key.shingle ^ options_.seed) ^ key.prefix ^ (small * 0x9E3779B97F4A7C15ull));
-}
-
 unsigned CounterStore::shard_of_key(const CounterKey& key, uint64_t shard_shingle) const {
-  const uint64_t h = mix(mix(shard_shingle ^ options_.seed ^ 0x5bd1e995u) ^ key.prefix);
+  const uint64_t h = counter_mix(counter_mix(shard_shingle ^ options_.seed ^ 0x5bd1e995u) ^ key.prefix);
   return unsigned(h >> (64 - shard_bits_));
 }
 
@@ -106,9 +89,13 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
   CounterTable& table = shards_[shard]->table;
   // Merge: one Merged per distinct counter of the batch, found through a
   // small open-addressing map of positions (reused across calls).
-  thread_local std::vector<Merged> merged;
-  thread_local std::vector<int32_t> slots;
-  thread_local std::vector<uint32_t> of_op;
+  thread_local std::vector<Merged> tls_merged;
+  thread_local std::vector<int32_t> tls_slots;
+  thread_local std::vector<uint32_t> tls_of_op;
+  // Named once: each use of a thread_local may go through its TLS wrapper.
+  std::vector<Merged>& merged = tls_merged;
+  std::vector<int32_t>& slots = tls_slots;
+  std::vector<uint32_t>& of_op = tls_of_op;
   merged.clear();
   of_op.resize(n);
   size_t cap = 16;
@@ -122,7 +109,7 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
       const int32_t m = slots[pos];
       if (m < 0) {
         slots[pos] = int32_t(merged.size());
-        merged.push_back(Merged{key, h, ops[i].increment ? ops[i].delta : 0, i, ops[i].read, {}});
+        merged.push_back(Merged{key, h, ops[i].increment ? ops[i].delta : 0, i, ops[i].read, 0, {}});
         break;
       }
       Merged& g = merged[size_t(m)];
@@ -140,7 +127,7 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
   }
 
   for (const Merged& g : merged) table.prefetch(g.hash);
-  for (const Merged& g : merged) table.prefetch_record(g.hash);
+  for (Merged& g : merged) g.ref = table.locate(g.hash, g.key);  // and prefetches the record
   // Reads first, all of them: every entry sees the values from before the
   // batch, even where two pairs of one message share a unique counter.
   for (Merged& g : merged) {
@@ -150,16 +137,16 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
       const CounterKey ukey = unique_key(op);
       table.sums(key_hash(ukey), ukey, now, g.result.sums);
     } else {
-      table.sums(g.hash, g.key, now, g.result.sums);
+      table.sums_located(g.ref, now, g.result.sums);
     }
     ++stats.reads;
   }
-  const CurrentPeriods cur = current_periods(now);
+  const PeriodClock clock = period_clock(now, options_.retention);
   for (Merged& g : merged) {
     if (g.delta == 0) continue;
     const CounterOp& op = ops[g.first_op];
     if (!op.has_pair) {
-      if (table.add(g.hash, g.key, op.shingle, g.delta, now)) {
+      if (table.add_located(g.ref, g.hash, g.key, op.shingle, g.delta, clock)) {
         ++stats.updates;
       } else {
         g.result.full = true;
@@ -170,8 +157,8 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     // A pair: the unique counter gains one in each granularity where the
     // pair had nothing yet in the current period.
     uint64_t ten = 0, day = 0;
-    table.current(g.hash, g.key, now, ten, day);
-    if (!table.add(g.hash, g.key, op.shingle, g.delta, now)) {
+    table.current_located(g.ref, clock, ten, day);
+    if (!table.add_located(g.ref, g.hash, g.key, op.shingle, g.delta, clock)) {
       g.result.full = true;
       ++stats.full;
       continue;
@@ -181,8 +168,8 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     const CounterKey ukey = unique_key(op);
     const uint64_t uhash = key_hash(ukey);
     bool ok = true;
-    if (ten == 0) ok &= table.add_to(uhash, ukey, op.shingle, cur.ten_minute, 1, now);
-    if (day == 0) ok &= table.add_to(uhash, ukey, op.shingle, cur.daily, 1, now);
+    if (ten == 0) ok &= table.add_to(uhash, ukey, op.shingle, clock.ten_minute, 1, now);
+    if (day == 0) ok &= table.add_to(uhash, ukey, op.shingle, clock.daily, 1, now);
     if (!ok) {
       g.result.full = true;
       ++stats.full;

@@ -40,19 +40,6 @@ void CounterTable::prefetch(uint64_t hash) const {
   __builtin_prefetch(&index_[home_position(hash)]);
 }
 
-void CounterTable::prefetch_record(uint64_t hash) const {
-  const uint32_t tag = uint32_t(hash >> 32);
-  for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {
-    const IndexEntry& e = index_[pos];
-    if (e.rec == 0) return;
-    if (e.tag == tag) {
-      __builtin_prefetch(&records_[e.rec - 1]);
-      __builtin_prefetch(reinterpret_cast<const char*>(&records_[e.rec - 1]) + 64);
-      return;
-    }
-  }
-}
-
 int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
   const uint32_t tag = uint32_t(hash >> 32);
   for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {
@@ -135,7 +122,7 @@ void CounterTable::saturating_add(uint64_t& v, uint64_t delta) {
 }
 
 // Moves an inline counter to a dense ring (all its live inline slots kept).
-void CounterTable::to_dense(Record& r, uint64_t now) {
+void CounterTable::to_dense(Record& r, const PeriodClock& clock) {
   uint32_t d;
   if (!free_dense_.empty()) {
     d = free_dense_.back();
@@ -151,7 +138,7 @@ void CounterTable::to_dense(Record& r, uint64_t now) {
   Dense& ring = dense_[d];
   std::fill(ring.id.begin(), ring.id.end(), 0u);
   for (uint32_t k = 0; k < r.n_inline; ++k) {
-    if (!period_live(r.slots[k].id, now, retention_)) continue;
+    if (!clock.live(r.slots[k].id)) continue;
     const size_t at = dense_index(r.slots[k].id);
     ring.id[at] = r.slots[k].id;
     ring.value[at] = r.slots[k].value();
@@ -160,24 +147,36 @@ void CounterTable::to_dense(Record& r, uint64_t now) {
   r.dense = d + 1;
 }
 
-// The value cell of period `id`, made if missing: in a dense ring a slot
-// holding an older period of the same residue is reused (that period is
-// outside the retention by construction).
-uint64_t* CounterTable::slot_for(Record& r, uint32_t id, uint64_t now) {
+// The value cell of period `id`, made if missing. Inline: one pass finds
+// the slot; a full record first drops slots whose period has passed out of
+// retention, and moves to a dense ring when none has. In a dense ring a
+// slot holding an older period of the same residue is reused (that period
+// is outside the retention by construction).
+uint64_t& CounterTable::cell_for(Record& r, uint32_t id, const PeriodClock& clock,
+                                 uint64_t& scratch, PackedSlot*& packed) {
+  packed = nullptr;
   if (r.dense == 0) {
     for (uint32_t k = 0; k < r.n_inline; ++k) {
-      if (r.slots[k].id == id) return nullptr;  // handled by the caller (packed)
-    }
-    // Free a slot whose period has passed out of retention.
-    for (uint32_t k = 0; k < r.n_inline;) {
-      if (!period_live(r.slots[k].id, now, retention_)) {
-        r.slots[k] = r.slots[--r.n_inline];
-      } else {
-        ++k;
+      if (r.slots[k].id == id) {
+        packed = &r.slots[k];
+        return scratch = packed->value();
       }
     }
-    if (r.n_inline < kInlineSlots) return nullptr;
-    to_dense(r, now);
+    if (r.n_inline == kInlineSlots) {
+      for (uint32_t k = 0; k < r.n_inline;) {
+        if (!clock.live(r.slots[k].id)) {
+          r.slots[k] = r.slots[--r.n_inline];
+        } else {
+          ++k;
+        }
+      }
+    }
+    if (r.n_inline < kInlineSlots) {
+      packed = &r.slots[r.n_inline++];
+      packed->id = id;
+      return scratch = 0;
+    }
+    to_dense(r, clock);
   }
   Dense& ring = dense_[r.dense - 1];
   const size_t at = dense_index(id);
@@ -185,7 +184,16 @@ uint64_t* CounterTable::slot_for(Record& r, uint32_t id, uint64_t now) {
     ring.id[at] = id;
     ring.value[at] = 0;
   }
-  return &ring.value[at];
+  return ring.value[at];
+}
+
+void CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta,
+                                 const PeriodClock& clock) {
+  uint64_t scratch;
+  PackedSlot* packed;
+  uint64_t& cell = cell_for(r, id, clock, scratch, packed);
+  saturating_add(cell, delta);
+  if (packed != nullptr) packed->set(cell);
 }
 
 int64_t CounterTable::find_or_insert(uint64_t hash, const CounterKey& key, uint64_t home) {
@@ -206,7 +214,8 @@ bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint64_t home, u
   if (pos < 0) return false;
   const uint32_t rec = index_[size_t(pos)].rec - 1;
   mark_dirty(rec);
-  return add_to_record(records_[rec], id, delta, now);
+  add_to_record(records_[rec], id, delta, period_clock(now, retention_));
+  return true;
 }
 
 bool CounterTable::restore(uint64_t hash, const CounterKey& key, uint64_t home,
@@ -214,46 +223,68 @@ bool CounterTable::restore(uint64_t hash, const CounterKey& key, uint64_t home,
   const int64_t pos = find_or_insert(hash, key, home);
   if (pos < 0) return false;
   Record& r = records_[index_[size_t(pos)].rec - 1];
+  const PeriodClock clock = period_clock(now, retention_);
   for (size_t i = 0; i < n; ++i) {
-    if (period_live(slots[i].id, now, retention_)) add_to_record(r, slots[i].id, slots[i].value, now);
+    if (clock.live(slots[i].id)) add_to_record(r, slots[i].id, slots[i].value, clock);
   }
-  return true;
-}
-
-bool CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now) {
-  if (uint64_t* cell = slot_for(r, id, now)) {
-    saturating_add(*cell, delta);
-    return true;
-  }
-  // Inline: the slot exists, or there is room for it.
-  for (uint32_t k = 0; k < r.n_inline; ++k) {
-    if (r.slots[k].id == id) {
-      uint64_t v = r.slots[k].value();
-      saturating_add(v, delta);
-      r.slots[k].set(v);
-      return true;
-    }
-  }
-  PackedSlot& s = r.slots[r.n_inline++];
-  s.id = id;
-  s.set(0);
-  uint64_t v = 0;
-  saturating_add(v, delta);
-  s.set(v);
   return true;
 }
 
 bool CounterTable::add(uint64_t hash, const CounterKey& key, uint64_t home, uint64_t delta,
                        uint64_t now) {
-  const int64_t pos = find_or_insert(hash, key, home);
-  if (pos < 0) return false;
-  const uint32_t rec = index_[size_t(pos)].rec - 1;
-  mark_dirty(rec);
-  Record& r = records_[rec];
-  const CurrentPeriods cur = current_periods(now);
-  add_to_record(r, cur.ten_minute, delta, now);
-  add_to_record(r, cur.daily, delta, now);
+  uint32_t ref = locate(hash, key);
+  return add_located(ref, hash, key, home, delta, period_clock(now, retention_));
+}
+
+uint32_t CounterTable::locate(uint64_t hash, const CounterKey& key) const {
+  const int64_t pos = find(hash, key);
+  if (pos < 0) return 0;
+  const uint32_t ref = index_[size_t(pos)].rec;
+  __builtin_prefetch(&records_[ref - 1]);
+  __builtin_prefetch(reinterpret_cast<const char*>(&records_[ref - 1]) + 64);
+  return ref;
+}
+
+bool CounterTable::add_located(uint32_t& ref, uint64_t hash, const CounterKey& key, uint64_t home,
+                               uint64_t delta, const PeriodClock& clock) {
+  if (ref == 0) {
+    const int64_t pos = insert(hash, key, home);
+    if (pos < 0) return false;
+    ref = index_[size_t(pos)].rec;
+  }
+  mark_dirty(ref - 1);
+  Record& r = records_[ref - 1];
+  if (r.dense == 0) {
+    // The common case, a counter already counting in both current periods:
+    // one pass over the inline slots finds both.
+    PackedSlot* ten = nullptr;
+    PackedSlot* day = nullptr;
+    for (uint32_t k = 0; k < r.n_inline; ++k) {
+      if (r.slots[k].id == clock.ten_minute) ten = &r.slots[k];
+      if (r.slots[k].id == clock.daily) day = &r.slots[k];
+    }
+    if (ten != nullptr && day != nullptr) {
+      for (PackedSlot* slot : {ten, day}) {
+        uint64_t v = slot->value();
+        saturating_add(v, delta);
+        slot->set(v);
+      }
+      return true;
+    }
+  }
+  add_to_record(r, clock.ten_minute, delta, clock);
+  add_to_record(r, clock.daily, delta, clock);
   return true;
+}
+
+void CounterTable::current_located(uint32_t ref, const PeriodClock& clock, uint64_t& ten_minutes,
+                                   uint64_t& day) const {
+  ten_minutes = day = 0;
+  if (ref == 0) return;
+  const Record& r = records_[ref - 1];
+  uint64_t scratch;
+  if (const uint64_t* v = find_slot(r, clock.ten_minute, scratch)) ten_minutes = *v;
+  if (const uint64_t* v = find_slot(r, clock.daily, scratch)) day = *v;
 }
 
 const uint64_t* CounterTable::find_slot(const Record& r, uint32_t id, uint64_t& scratch) const {
@@ -273,35 +304,28 @@ const uint64_t* CounterTable::find_slot(const Record& r, uint32_t id, uint64_t& 
 
 void CounterTable::current(uint64_t hash, const CounterKey& key, uint64_t now,
                            uint64_t& ten_minutes, uint64_t& day) const {
-  ten_minutes = day = 0;
-  const int64_t pos = find(hash, key);
-  if (pos < 0) return;
-  const Record& r = records_[index_[size_t(pos)].rec - 1];
-  const CurrentPeriods cur = current_periods(now);
-  uint64_t scratch;
-  if (const uint64_t* v = find_slot(r, cur.ten_minute, scratch)) ten_minutes = *v;
-  if (const uint64_t* v = find_slot(r, cur.daily, scratch)) day = *v;
+  current_located(locate(hash, key), period_clock(now, retention_), ten_minutes, day);
 }
 
 bool CounterTable::sums(uint64_t hash, const CounterKey& key, uint64_t now,
                         CounterSums& out) const {
+  return sums_located(locate(hash, key), now, out);
+}
+
+bool CounterTable::sums_located(uint32_t ref, uint64_t now, CounterSums& out) const {
   out = CounterSums{};
-  const int64_t pos = find(hash, key);
-  if (pos < 0) return false;
-  const Record& r = records_[index_[size_t(pos)].rec - 1];
+  if (ref == 0) return false;
+  const Record& r = records_[ref - 1];
+  const PeriodClock clock = period_clock(now, retention_);
   if (r.dense == 0) {
     for (uint32_t k = 0; k < r.n_inline; ++k) {
-      if (period_live(r.slots[k].id, now, retention_)) {
-        add_to_windows(out, r.slots[k].id, r.slots[k].value(), now);
-      }
+      if (clock.live(r.slots[k].id)) add_to_windows(out, r.slots[k].id, r.slots[k].value(), now);
     }
     return true;
   }
   const Dense& ring = dense_[r.dense - 1];
   for (size_t k = 0; k < ring.id.size(); ++k) {
-    if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
-      add_to_windows(out, ring.id[k], ring.value[k], now);
-    }
+    if (ring.id[k] != 0 && clock.live(ring.id[k])) add_to_windows(out, ring.id[k], ring.value[k], now);
   }
   return true;
 }

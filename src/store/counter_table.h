@@ -60,10 +60,22 @@ class CounterTable {
   // at most `max`; returns how many were written.
   size_t series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
                 size_t max) const;
-  // Two stages for a batch: the index line first, then (once it is in
-  // cache) the record it names, so a batch's misses overlap.
+  // Two stages for a batch: the index line first (prefetch), then, once it
+  // is in cache, the record it names (locate, below), so a batch's misses
+  // overlap.
   void prefetch(uint64_t hash) const;
-  void prefetch_record(uint64_t hash) const;
+
+  // The batch path (CounterStore::apply): a key's record is looked up once
+  // (and prefetched) and then named by `ref` (1 + record index, 0 = none
+  // yet) for the rest of the batch. Records never move, and nothing is
+  // removed during a batch, so a ref stays valid until the next sweep.
+  uint32_t locate(uint64_t hash, const CounterKey& key) const;
+  // add() on a located key; creates it (setting ref) when ref is 0.
+  bool add_located(uint32_t& ref, uint64_t hash, const CounterKey& key, uint64_t home,
+                   uint64_t delta, const PeriodClock& clock);
+  void current_located(uint32_t ref, const PeriodClock& clock, uint64_t& ten_minutes,
+                       uint64_t& day) const;
+  bool sums_located(uint32_t ref, uint64_t now, CounterSums& out) const;
 
   // Drops periods older than the retention and counters left empty,
   // looking at `positions` index positions from `cursor` (advanced,
@@ -142,10 +154,13 @@ class CounterTable {
   size_t live_slots(const Record& r, uint64_t now, CounterSlot* out) const;  // unsorted
   void report_record(CounterChangeSink& sink, const Record& r, uint64_t now);
   void erase_at(size_t pos);
-  bool add_to_record(Record& r, uint32_t id, uint64_t delta, uint64_t now);
-  uint64_t* slot_for(Record& r, uint32_t id, uint64_t now);  // nullptr: an inline slot
+  void add_to_record(Record& r, uint32_t id, uint64_t delta, const PeriodClock& clock);
+  // The cell of period `id`; for an inline slot the value is copied to
+  // `scratch` and `packed` names the slot to store it back into.
+  uint64_t& cell_for(Record& r, uint32_t id, const PeriodClock& clock, uint64_t& scratch,
+                     PackedSlot*& packed);
   const uint64_t* find_slot(const Record& r, uint32_t id, uint64_t& scratch) const;
-  void to_dense(Record& r, uint64_t now);
+  void to_dense(Record& r, const PeriodClock& clock);
   size_t dense_index(uint32_t id) const;
   bool empty_after_expiry(Record& r, uint64_t now);
   void saturating_add(uint64_t& v, uint64_t delta);
