@@ -55,7 +55,7 @@ CounterStore::CounterStore(const CounterStoreOptions& options)
 }
 
 unsigned CounterStore::shard_of_key(const CounterKey& key, uint64_t shard_shingle) const {
-  const uint64_t h = counter_mix(counter_mix(shard_shingle ^ options_.seed ^ 0x5bd1e995u) ^ key.prefix);
+  const uint64_t h = moremur(moremur(shard_shingle ^ options_.seed ^ 0x5bd1e995u) ^ key.prefix);
   return unsigned(h >> (64 - shard_bits_));
 }
 

@@ -18,6 +18,7 @@
 
 #include "store/counter_periods.h"
 #include "store/counter_table.h"
+#include "store/key_hash.h"
 
 namespace shingled {
 
@@ -56,18 +57,6 @@ struct CounterBatchStats {
   uint64_t full = 0;          // counters refused for lack of room
 };
 
-// A bijective 64-bit finaliser (moremur); keyed by the store's secret seed,
-// it keeps chosen shingles from piling into one shard or probe cluster, at
-// a few nanoseconds instead of a general-purpose hash call per entry.
-inline uint64_t counter_mix(uint64_t x) {
-  x ^= x >> 27;
-  x *= 0x3C79AC492BA7B653ull;
-  x ^= x >> 33;
-  x *= 0x1C69B3F74AC4AE35ull;
-  x ^= x >> 27;
-  return x;
-}
-
 // The stable 64-bit name of a service prefix (the same in every process:
 // it is part of the keys on disk).
 uint64_t counter_prefix_hash(std::string_view prefix);
@@ -92,7 +81,7 @@ class CounterStore {
   const CounterTable& table(unsigned shard) const { return shards_[shard]->table; }
   uint64_t key_hash(const CounterKey& key) const {
     const uint64_t small = uint64_t(key.type) << 8 | static_cast<uint64_t>(key.role);
-    return counter_mix(counter_mix(key.shingle ^ options_.seed) ^ key.prefix ^
+    return moremur(moremur(key.shingle ^ options_.seed) ^ key.prefix ^
                        (small * 0x9E3779B97F4A7C15ull));
   }
   unsigned shard_of_key(const CounterKey& key, uint64_t shard_shingle) const;
