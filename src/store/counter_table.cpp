@@ -201,13 +201,6 @@ int64_t CounterTable::find_or_insert(uint64_t hash, const CounterKey& key, uint6
   return pos >= 0 ? pos : insert(hash, key, home);
 }
 
-void CounterTable::mark_dirty(uint32_t rec) {
-  Record& r = records_[rec];
-  if (!tracking_ || r.dirty) return;
-  r.dirty = 1;
-  dirty_.push_back(rec);
-}
-
 bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint64_t home, uint32_t id,
                           uint64_t delta, uint64_t now) {
   const int64_t pos = find_or_insert(hash, key, home);

@@ -150,7 +150,12 @@ class CounterTable {
   int64_t find(uint64_t hash, const CounterKey& key) const;  // index position or -1
   int64_t insert(uint64_t hash, const CounterKey& key, uint64_t home);  // position or -1 (full)
   int64_t find_or_insert(uint64_t hash, const CounterKey& key, uint64_t home);
-  void mark_dirty(uint32_t rec);
+  void mark_dirty(uint32_t rec) {  // once per update: inline
+    Record& r = records_[rec];
+    if (!tracking_ || r.dirty) return;
+    r.dirty = 1;
+    dirty_.push_back(rec);
+  }
   size_t live_slots(const Record& r, uint64_t now, CounterSlot* out) const;  // unsorted
   void report_record(CounterChangeSink& sink, const Record& r, uint64_t now);
   void erase_at(size_t pos);
