@@ -79,7 +79,9 @@ scripts/install-deps.sh || { record "install-deps" 0 1; echo "$passed passed, $f
 unit_suites=(common_test wire_test store_test io_test engine_test persist_test concurrency_test shingle_load_test)
 
 section "unit tests (release build)"
-if build build -Dbuildtype=release; then
+# The release build carries the DPDK backend (tests/integration/dpdk_veth_test.sh
+# runs it); the sanitizer and fuzz builds test the pure layers without it.
+if build build -Dbuildtype=release -Ddpdk=enabled; then
   for s in "${unit_suites[@]}"; do run_gtest "unit: $s" "build/tests/$s"; done
 else
   record "release build" 0 1
@@ -88,7 +90,7 @@ fi
 section "unit tests under ASan + UBSan"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-if build build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false; then
+if build build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   for s in "${unit_suites[@]}"; do run_gtest "asan+ubsan: $s" "build-asan/tests/$s"; done
 else
   record "asan build" 0 1
@@ -96,7 +98,7 @@ fi
 
 section "concurrency tests under ThreadSanitizer"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false; then
+if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   run_gtest "tsan: concurrency_test" build-tsan/tests/concurrency_test
   run_gtest "tsan: engine_test (rings, two workers over UDP)" build-tsan/tests/engine_test
   run_gtest "tsan: persist_test (feeds, persister threads, parallel load)" build-tsan/tests/persist_test
@@ -122,7 +124,7 @@ done
 
 section "fuzzing"
 if CC=clang CXX=clang++ build build-fuzz -Dbuildtype=debugoptimized -Dfuzzing=true \
-     -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dbenchmarks=false; then
+     -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dbenchmarks=false -Ddpdk=disabled; then
   targets=0
   for target in build-fuzz/tests/fuzz/fuzz_*; do [ -f "$target" ] && [ -x "$target" ] && targets=$((targets + 1)); done
   if [ -z "${FUZZ_SECONDS:-}" ]; then

@@ -28,7 +28,15 @@ struct Network {
   std::string text;
 };
 
-enum class IoBackendKind { uring, recvmmsg };
+enum class IoBackendKind { uring, recvmmsg, dpdk };
+
+// An IPv4 address the DPDK backend answers for, with the length of its
+// subnet's prefix (`dpdk_addresses = ["10.0.0.2/24"]`; /32 when omitted).
+struct InterfaceAddress {
+  uint32_t ip = 0;          // host byte order
+  uint8_t prefix_len = 32;
+  std::string text;
+};
 
 // Most keypairs one server holds (per-key counters are fixed arrays).
 inline constexpr size_t kMaxKeypairs = 16;
@@ -78,6 +86,19 @@ struct Config {
   // latency at the polling cost.
   uint32_t busy_poll_us = 0;
   IoBackendKind io = IoBackendKind::uring;  // falls back to recvmmsg with a log line
+  int io_line = 0;  // where `io` was set, for start-up errors (0: default)
+
+  // The DPDK backend (io = dpdk; shingled's own option names). The daemon
+  // initialises DPDK's EAL with dpdk_eal_args, takes the ports named in
+  // dpdk_ports (every port the EAL probed when empty) and answers ARP, ICMP
+  // echo and UDP for dpdk_addresses. The *_line fields say where each was
+  // set, so that start-up errors (no such port) name the line.
+  std::vector<std::string> dpdk_eal_args;
+  int dpdk_eal_args_line = 0;
+  std::vector<std::string> dpdk_ports;  // port ids ("0") or device names ("net_af_packet0")
+  int dpdk_ports_line = 0;
+  std::vector<InterfaceAddress> dpdk_addresses;
+  int dpdk_addresses_line = 0;
 
   // Daemon.
   std::string control_socket = "data/shingled.sock";  // Unix socket for shinglectl

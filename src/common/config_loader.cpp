@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -25,7 +28,8 @@ const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
     "sync", "log_file", "busy_poll_us", "counters_bind_socket", "counters_max",
-    "counters_ten_minute_periods", "counters_daily_periods",
+    "counters_ten_minute_periods", "counters_daily_periods", "dpdk_eal_args", "dpdk_ports",
+    "dpdk_addresses",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
@@ -134,6 +138,16 @@ class Loader {
         }
       }
     }
+    if (cfg_.io == IoBackendKind::dpdk && !counters_bind_given_) {
+      // The loopback default means nothing to a NIC the kernel does not see:
+      // the counters follow the fuzzy storage's first address, on 11337.
+      cfg_.counters_bind_sockets.clear();
+      ListenAddress a = cfg_.bind_sockets.front();
+      reinterpret_cast<sockaddr_in&>(a.addr).sin_port = htons(11337);
+      a.text = format_sockaddr(reinterpret_cast<const sockaddr*>(&a.addr));
+      if (a.addr.ss_family == AF_INET) cfg_.counters_bind_sockets.push_back(std::move(a));
+    }
+    if (cfg_.io == IoBackendKind::dpdk && !check_dpdk()) return false;
     if (max_hashes_line_ != 0 && max_memory_line_ != 0) {
       return fail(max_memory_line_, "max_memory and max_hashes (line " +
                                         std::to_string(max_hashes_line_) +
@@ -148,6 +162,136 @@ class Loader {
     error_.line = line;
     error_.reason = std::move(reason);
     return false;
+  }
+
+  // io = dpdk: the appliance answers for dpdk_addresses only, so every listen
+  // address must be one of them or the IPv4 wildcard.
+  bool check_dpdk() {
+    if (cfg_.dpdk_addresses.empty()) {
+      return fail(cfg_.io_line, "io = dpdk needs dpdk_addresses: the IPv4 address(es) the "
+                                "appliance answers for, e.g. dpdk_addresses = \"10.0.0.2/24\"");
+    }
+    std::vector<const ListenAddress*> all;
+    for (const ListenAddress& a : cfg_.bind_sockets) all.push_back(&a);
+    for (const ListenAddress& a : cfg_.counters_bind_sockets) all.push_back(&a);
+    for (const ListenAddress* addr : all) {
+      int line = 0;  // 0: the built-in default
+      for (const auto& [other, l] : bound_) {
+        if (same_address(other, *addr)) line = l;
+      }
+      if (addr->addr.ss_family != AF_INET) {
+        return fail(line, addr->text + ": the DPDK backend serves IPv4 only; listen on an IPv4 "
+                                       "address (or \"0.0.0.0:port\")");
+      }
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in&>(addr->addr).sin_addr.s_addr);
+      bool ours = ip == 0;
+      for (const InterfaceAddress& a : cfg_.dpdk_addresses) ours = ours || a.ip == ip;
+      if (!ours) {
+        return fail(line, addr->text + " is not one of dpdk_addresses: with io = dpdk, listen on "
+                                       "one of them or on \"0.0.0.0:port\"");
+      }
+    }
+    return true;
+  }
+
+  // dpdk_eal_args: one string split at white space, or an array of strings
+  // (one argument each, so an argument may hold spaces).
+  bool apply_dpdk_eal_args(const UclNode& m) {
+    std::vector<const UclNode*> items;
+    if (!scalar_items(m, items)) return false;
+    for (const UclNode* item : items) {
+      std::vector<std::string> words;
+      if (m.is_scalar()) {
+        std::string cur;
+        for (char c : item->text + " ") {
+          if (c == ' ' || c == '\t' || c == '\n') {
+            if (!cur.empty()) words.push_back(cur);
+            cur.clear();
+          } else {
+            cur += c;
+          }
+        }
+      } else {
+        words.push_back(item->text);
+      }
+      for (const std::string& w : words) {
+        if (w.empty() || w == "--") {
+          return fail(item->line, "dpdk_eal_args: '" + w + "' is not an EAL argument");
+        }
+        cfg_.dpdk_eal_args.push_back(w);
+      }
+    }
+    if (cfg_.dpdk_eal_args.empty()) return fail(m.line, "dpdk_eal_args: no argument given");
+    cfg_.dpdk_eal_args_line = m.line;
+    return true;
+  }
+
+  // dpdk_ports: port ids or DPDK device names; whether they exist is only
+  // known after EAL start-up, which reports it at this line.
+  bool apply_dpdk_ports(const UclNode& m) {
+    std::vector<const UclNode*> items;
+    if (!scalar_items(m, items)) return false;
+    for (const UclNode* item : items) {
+      const std::string& v = item->text;
+      bool plain = !v.empty() && v.size() <= 64;
+      for (char c : v) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                         c == ':' || c == '.' || c == '-');
+      if (!plain) {
+        return fail(item->line, "dpdk_ports: '" + v + "' is neither a port id nor a device name");
+      }
+      if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+          (v.size() > 5 || std::stoul(v) > 65535)) {
+        return fail(item->line, "dpdk_ports: port id " + v + " is out of range");
+      }
+      if (std::find(cfg_.dpdk_ports.begin(), cfg_.dpdk_ports.end(), v) != cfg_.dpdk_ports.end()) {
+        return fail(item->line, "dpdk_ports: '" + v + "' is listed twice");
+      }
+      cfg_.dpdk_ports.push_back(v);
+    }
+    cfg_.dpdk_ports_line = m.line;
+    return true;
+  }
+
+  // dpdk_addresses: "10.0.0.2/24" (address and its subnet) or "10.0.0.2".
+  bool apply_dpdk_addresses(const UclNode& m) {
+    std::vector<const UclNode*> items;
+    if (!scalar_items(m, items)) return false;
+    for (const UclNode* item : items) {
+      const std::string& v = item->text;
+      const size_t slash = v.find('/');
+      InterfaceAddress a;
+      a.text = v;
+      in_addr addr{};
+      if (inet_pton(AF_INET, v.substr(0, slash).c_str(), &addr) != 1) {
+        const bool v6 = v.find(':') != std::string::npos;
+        return fail(item->line, "dpdk_addresses: '" + v + "' " +
+                                    (v6 ? "is IPv6: the DPDK backend serves IPv4 only"
+                                        : "is not an IPv4 address (a.b.c.d or a.b.c.d/len)"));
+      }
+      a.ip = ntohl(addr.s_addr);
+      if (slash != std::string::npos) {
+        uint64_t len = 0;
+        std::string err;
+        if (!ucl_to_uint(v.substr(slash + 1), len, err) || len > 32) {
+          return fail(item->line, "dpdk_addresses: '" + v + "': the prefix length must be 0..32");
+        }
+        a.prefix_len = uint8_t(len);
+      }
+      const uint8_t first = uint8_t(a.ip >> 24);
+      if (a.ip == 0 || first == 127 || first >= 224) {
+        return fail(item->line, "dpdk_addresses: '" + v +
+                                    "' cannot be a host address (zero, loopback, multicast or broadcast)");
+      }
+      for (const InterfaceAddress& other : cfg_.dpdk_addresses) {
+        if (other.ip == a.ip) return fail(item->line, "dpdk_addresses: '" + v + "' is listed twice");
+      }
+      cfg_.dpdk_addresses.push_back(a);
+    }
+    if (cfg_.dpdk_addresses.size() > 255) {
+      return fail(m.line, "dpdk_addresses: more than 255 addresses");
+    }
+    cfg_.dpdk_addresses_line = m.line;
+    return true;
   }
 
   // `worker "fuzzy" { ... }` (parsed as worker { fuzzy { ... } }) or
@@ -206,6 +350,16 @@ class Loader {
                                "counters_bind_socket");
     }
     if (name == "allow_update") return apply_allow_update(m);
+    if (name == "dpdk_eal_args" || name == "dpdk_ports" || name == "dpdk_addresses") {
+      auto [it, first] = seen_.emplace(name, m.key_line);
+      if (!first) {
+        return fail(m.key_line, "option '" + key + "' is set twice, at lines " +
+                                    std::to_string(it->second) + " and " + std::to_string(m.key_line));
+      }
+      if (name == "dpdk_eal_args") return apply_dpdk_eal_args(m);
+      if (name == "dpdk_ports") return apply_dpdk_ports(m);
+      return apply_dpdk_addresses(m);
+    }
     if (key == "keypair") return apply_keypair(m);
     if (is_unsupported(key)) {
       std::string hint;
@@ -298,10 +452,13 @@ class Loader {
         cfg_.io = IoBackendKind::uring;
       } else if (v == "recvmmsg") {
         cfg_.io = IoBackendKind::recvmmsg;
+      } else if (v == "dpdk") {
+        cfg_.io = IoBackendKind::dpdk;
       } else {
-        return fail(m.line, "io: '" + v + "' is not a packet I/O backend: use \"uring\" or "
-                                          "\"recvmmsg\"");
+        return fail(m.line, "io: '" + v + "' is not a packet I/O backend: use \"uring\", "
+                                          "\"recvmmsg\" or \"dpdk\"");
       }
+      cfg_.io_line = m.line;
     } else if (name == "encrypted_only") {
       if (!ucl_to_bool(v, cfg_.encrypted_only, err)) return fail(m.line, key + ": " + err);
     } else if (name == "keypair_cache_size") {

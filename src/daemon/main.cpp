@@ -20,6 +20,7 @@
 #include "daemon/durable_load.h"
 #include "common/cpu.h"
 #include "engine/engine.h"
+#include "io/dpdk_runtime.h"
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 #include "persist/persister.h"
@@ -133,7 +134,19 @@ void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
     printf("\n  max_hashes     %llu\n", static_cast<unsigned long long>(c.max_hashes));
   }
   printf("  workers        %u%s\n", c.workers, c.workers == 0 ? " (one per core)" : "");
-  printf("  io             %s\n", c.io == IoBackendKind::uring ? "uring" : "recvmmsg");
+  printf("  io             %s\n", c.io == IoBackendKind::uring      ? "uring"
+                                 : c.io == IoBackendKind::recvmmsg ? "recvmmsg"
+                                                                   : "dpdk");
+  if (c.io == IoBackendKind::dpdk) {
+    printf("  dpdk_eal_args ");
+    for (const std::string& a : c.dpdk_eal_args) printf(" %s", a.c_str());
+    printf("\n  dpdk_ports    ");
+    if (c.dpdk_ports.empty()) printf(" (every probed port)");
+    for (const std::string& p : c.dpdk_ports) printf(" %s", p.c_str());
+    printf("\n  dpdk_addresses");
+    for (const InterfaceAddress& a : c.dpdk_addresses) printf(" %s", a.text.c_str());
+    printf("\n");
+  }
   for (size_t i = 0; i < keypairs.size(); ++i) {
     printf("  keypair        %s%s\n", keypair_id(keypairs[i]).c_str(), i == 0 ? " (default)" : "");
   }
@@ -195,6 +208,13 @@ int run(int argc, char** argv) {
     fprintf(stderr, "shingled: %s: encrypted_only is set but no keypair is configured: "
                     "nothing could be answered\n",
             config.source.empty() ? "(built-in defaults)" : config.source.c_str());
+    return 1;
+  }
+  if (config.io == IoBackendKind::dpdk && !dpdk_built_in()) {
+    ConfigError error;
+    unsigned ignored = 0;
+    dpdk_start(config, 0, ignored, error);  // only says why, at the `io` line
+    fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
     return 1;
   }
   if (opt.check_only) {
@@ -273,6 +293,22 @@ int run(int argc, char** argv) {
     return 1;
   }
 
+  if (config.io == IoBackendKind::dpdk) {
+    // The EAL and the ports come up before the engine: the number of queue
+    // pairs the ports give decides the number of workers.
+    ConfigError dpdk_error;
+    unsigned workers = 0;
+    if (!dpdk_start(config, config.workers, workers, dpdk_error)) {
+      fprintf(stderr, "shingled: %s\n", dpdk_error.to_string().c_str());
+      return 1;
+    }
+    if (config.workers != 0 && workers != config.workers) {
+      LOG_WARN("dpdk: %u worker(s) instead of workers = %u (one per queue pair)", workers,
+               config.workers);
+    }
+    config.workers = workers;
+  }
+
   const double started = monotonic_seconds();
   Engine engine(config, *store, keypairs, counters.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
@@ -337,4 +373,8 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace shingled
 
-int main(int argc, char** argv) { return shingled::run(argc, argv); }
+int main(int argc, char** argv) {
+  const int rc = shingled::run(argc, argv);
+  shingled::dpdk_stop();  // after run() has destroyed the engine and its backends
+  return rc;
+}

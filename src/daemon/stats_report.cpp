@@ -71,6 +71,26 @@ void append(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(buf, std::min<size_t>(size_t(n), sizeof buf - 1));
 }
 
+// The L2-L4 layer's counters summed over workers (DPDK only), in order.
+struct NetRow {
+  const char* name;
+  const char* help;
+  uint64_t total = 0;
+};
+
+std::vector<NetRow> collect_net(const Engine& engine) {
+  std::vector<NetRow> rows;
+#define SHINGLED_NET_ROW(field, text) rows.push_back(NetRow{#field, text, 0});
+  SHINGLED_NET_COUNTERS(SHINGLED_NET_ROW)
+#undef SHINGLED_NET_ROW
+  for (unsigned w = 0; w < engine.worker_count(); ++w) {
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].total += engine.worker(w).stats().net[i].get();
+  }
+  return rows;
+}
+
+bool has_net_layer(const Engine& engine) { return engine.config().io == IoBackendKind::dpdk; }
+
 struct PersistRow {
   const char* name;
   uint64_t value;
@@ -153,6 +173,15 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
     }
     out += "}}";
   }
+  if (has_net_layer(engine)) {
+    out += ",\"net\":{";
+    const std::vector<NetRow> net = collect_net(engine);
+    for (size_t i = 0; i < net.size(); ++i) {
+      append(out, "%s\"%s\":%llu", i ? "," : "", net[i].name,
+             static_cast<unsigned long long>(net[i].total));
+    }
+    out += "}";
+  }
   if (persister != nullptr) {
     out += ",\"persistence\":{";
     const std::vector<PersistRow> p = collect_persistence(engine, *persister);
@@ -196,6 +225,12 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
              static_cast<unsigned long long>(keys[k].decrypt_failures));
     }
     out += "(* default keypair)\n";
+  }
+  if (has_net_layer(engine)) {
+    out += "\nL2-L4 layer (all workers)\n";
+    for (const NetRow& r : collect_net(engine)) {
+      append(out, "%-30s %14llu  %s\n", r.name, static_cast<unsigned long long>(r.total), r.help);
+    }
   }
   if (persister != nullptr) {
     out += "\npersistence\n";

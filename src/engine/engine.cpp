@@ -41,17 +41,21 @@ bool Engine::start(std::string& error) {
     listeners.insert(listeners.end(), config_.counters_bind_sockets.begin(),
                      config_.counters_bind_sockets.end());
   }
-  for (const ListenAddress& addr : listeners) {
-    if (!udp_address_free(addr, error)) return false;
+  // The kernel's sockets matter only to the kernel backends: with DPDK the
+  // host's own use of a port is another stack's business.
+  if (config_.io != IoBackendKind::dpdk) {
+    for (const ListenAddress& addr : listeners) {
+      if (!udp_address_free(addr, error)) return false;
+    }
   }
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {
     std::string io_error;
-    std::unique_ptr<PacketIo> io = make_packet_io(kind, listeners, io_error);
+    std::unique_ptr<PacketIo> io = make_packet_io(kind, listeners, io_error, i);
     if (io == nullptr && kind == IoBackendKind::uring && i == 0) {
       LOG_WARN("io_uring cannot be set up (%s); using the recvmmsg backend", io_error.c_str());
       kind = IoBackendKind::recvmmsg;
-      io = make_packet_io(kind, listeners, io_error);
+      io = make_packet_io(kind, listeners, io_error, i);
     }
     if (io == nullptr) {
       error = io_error;

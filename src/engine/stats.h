@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/config.h"
+#include "io/net/net_counters.h"
 #include "wire/fuzzy_request.h"
 
 namespace shingled {
@@ -81,6 +82,10 @@ struct alignas(64) WorkerStats {
   Counter key_requests[kMaxKeypairs];         // encrypted requests that chose this key
   Counter key_hits[kMaxKeypairs];             // CHECK hits answered under this key
   Counter key_decrypt_failures[kMaxKeypairs]; // requests to this key that failed to open
+
+  // The L2-L4 layer's counters (io/net/net_counters.h), in its order; zero
+  // unless the backend runs that layer (DPDK).
+  Counter net[net::kNetCounterCount];
 
   // Counter datagrams dropped, per counters::DecodeStatus (index 0, ok, unused).
   static constexpr size_t kCounterDropReasons = 11;

@@ -612,6 +612,12 @@ void Worker::publish_io_counters() {
   stats_.rx_truncated.set(c.rx_truncated);
   stats_.tx_errors.set(c.tx_errors + c.tx_queue_full);
   stats_.syscalls.set(c.syscalls);
+  if (const net::NetCounters* nc = io_->net_counters()) {
+    size_t i = 0;
+#define SHINGLED_PUBLISH_NET(name, help) stats_.net[i++].set(nc->name);
+    SHINGLED_NET_COUNTERS(SHINGLED_PUBLISH_NET)
+#undef SHINGLED_PUBLISH_NET
+  }
 }
 
 }  // namespace shingled

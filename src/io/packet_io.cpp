@@ -2,6 +2,7 @@
 // only; it never falls back by itself: the caller decides, and logs why.
 #include "io/packet_io.h"
 
+#include "io/dpdk_runtime.h"
 #include "io/recvmmsg_io.h"
 #include "io/uring_io.h"
 
@@ -9,10 +10,11 @@ namespace shingled {
 
 std::unique_ptr<PacketIo> make_packet_io(IoBackendKind kind,
                                          const std::vector<ListenAddress>& listeners,
-                                         std::string& error) {
+                                         std::string& error, unsigned worker) {
   switch (kind) {
     case IoBackendKind::uring: return UringIo::create(listeners, error);
     case IoBackendKind::recvmmsg: return RecvmmsgIo::create(listeners, error);
+    case IoBackendKind::dpdk: return make_dpdk_io(worker, listeners, error);
   }
   error = "unknown packet-I/O backend";
   return nullptr;

@@ -1,5 +1,5 @@
 // The packet-I/O plug: one interface, several backends (io_uring, recvmmsg,
-// later DPDK). A backend belongs to exactly one worker thread and is never
+// DPDK). A backend belongs to exactly one worker thread and is never
 // touched by another; the engine never knows which backend it runs on.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "io/net/net_counters.h"
 
 namespace shingled {
 
@@ -73,14 +74,19 @@ class PacketIo {
   virtual void set_wake_fd(int fd) = 0;
 
   virtual const IoCounters& counters() const = 0;
+
+  // The L2-L4 layer's counters, for backends that run one (DPDK); null for
+  // backends the kernel's stack serves.
+  virtual const net::NetCounters* net_counters() const { return nullptr; }
 };
 
-// Opens this worker's own UDP sockets (SO_REUSEPORT, one per listen
-// address) and sets up the backend. Returns nullptr and fills `error` when
-// the backend cannot be set up (for io_uring: the kernel refuses it), so the
-// caller can fall back.
+// Sets up the backend of worker `worker`: for the kernel backends, opens its
+// own UDP sockets (SO_REUSEPORT, one per listen address); for DPDK, takes
+// its queue pair on every port (after dpdk_start(), io/dpdk_runtime.h).
+// Returns nullptr and fills `error` when the backend cannot be set up (for
+// io_uring: the kernel refuses it), so the caller can fall back.
 std::unique_ptr<PacketIo> make_packet_io(IoBackendKind kind,
                                          const std::vector<ListenAddress>& listeners,
-                                         std::string& error);
+                                         std::string& error, unsigned worker = 0);
 
 }  // namespace shingled

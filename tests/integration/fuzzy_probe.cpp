@@ -5,7 +5,7 @@
 // Prints one JSON line; exits 0 when every id was answered (the caller
 // judges hits and misses).
 //
-//   fuzzy_probe write|delete|check --port P [--from A] [--count N]
+//   fuzzy_probe write|delete|check --port P [--host IPV4] [--from A] [--count N]
 //               [--flag F] [--value V] [--near K] [--inflight W]
 //
 // check: a hit must carry --flag and --value (counted "wrong" otherwise);
@@ -37,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string mode;
   uint16_t port = 11335;
+  std::string host = "127.0.0.1";
   uint64_t from = 0;
   uint64_t count = 1000;
   uint32_t flag = 1;
@@ -47,8 +48,8 @@ struct Options {
 
 int usage() {
   fprintf(stderr,
-          "usage: fuzzy_probe write|delete|check --port P [--from A] [--count N] [--flag F]\n"
-          "                   [--value V] [--near K] [--inflight W]\n");
+          "usage: fuzzy_probe write|delete|check --port P [--host IPV4] [--from A] [--count N]\n"
+          "                   [--flag F] [--value V] [--near K] [--inflight W]\n");
   return 2;
 }
 
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--port") o.port = uint16_t(atoi(v));
+    else if (a == "--host") o.host = v;
     else if (a == "--from") o.from = strtoull(v, nullptr, 10);
     else if (a == "--count") o.count = strtoull(v, nullptr, 10);
     else if (a == "--flag") o.flag = uint32_t(strtoul(v, nullptr, 10));
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   sockaddr_in server{};
   server.sin_family = AF_INET;
   server.sin_port = htons(o.port);
-  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, o.host.c_str(), &server.sin_addr) != 1) return usage();
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) {
     perror("fuzzy_probe: socket");
     return 1;

@@ -312,10 +312,78 @@ TEST(ConfigErrors, bad_values_report_the_value_line_and_reason) {
   expect_error("workers = many;", 1, "or \"auto\"");
   expect_error("workers = 100000;", 1, "maximum of 4096");
   expect_error("pin_workers = maybe;", 1, "'maybe' is not a boolean");
-  expect_error("io = dpdk;", 1, "use \"uring\" or \"recvmmsg\"");
+  expect_error("io = netmap;", 1, "use \"uring\", \"recvmmsg\" or \"dpdk\"");
   expect_error("hashfile = \"\";", 1, "the path is empty");
   expect_error("control_socket = \"" + std::string(200, 'x') + "\";", 1,
                "a Unix socket path may have");
+}
+
+TEST(ConfigDpdk, dpdk_backend_with_its_eal_arguments_ports_and_addresses) {
+  Config cfg = load_ok(
+      "io = dpdk;\n"
+      "dpdk_eal_args = \"--no-huge -m 256  --no-pci\\t--vdev=net_af_packet0,iface=dkv0\";\n"
+      "dpdk_ports = [\"net_af_packet0\", \"1\"];\n"
+      "dpdk_addresses = [\"10.199.0.2/24\", \"192.0.2.7\"];\n"
+      "bind_socket = [\"0.0.0.0:11335\", \"192.0.2.7:11336\"];\n");
+  EXPECT_EQ(cfg.io, IoBackendKind::dpdk);
+  EXPECT_EQ(cfg.io_line, 1);
+  EXPECT_EQ(cfg.dpdk_eal_args,
+            (Strings{"--no-huge", "-m", "256", "--no-pci", "--vdev=net_af_packet0,iface=dkv0"}));
+  EXPECT_EQ(cfg.dpdk_ports, (Strings{"net_af_packet0", "1"}));
+  EXPECT_EQ(cfg.dpdk_ports_line, 3);
+  ASSERT_EQ(cfg.dpdk_addresses.size(), 2u);
+  EXPECT_EQ(cfg.dpdk_addresses[0].ip, 0x0ac70002u);
+  EXPECT_EQ(cfg.dpdk_addresses[0].prefix_len, 24);
+  EXPECT_EQ(cfg.dpdk_addresses[1].ip, 0xc0000207u);
+  EXPECT_EQ(cfg.dpdk_addresses[1].prefix_len, 32) << "a bare address is a /32";
+  EXPECT_EQ(cfg.dpdk_addresses_line, 4);
+
+  Config array = load_ok(
+      "io = dpdk; dpdk_addresses = \"10.0.0.2\"; bind_socket = \"10.0.0.2:11335\";\n"
+      "dpdk_eal_args = [\"--vdev=net_memif0,socket=/tmp/a b\", \"-l\", \"1\"];\n");
+  EXPECT_EQ(array.dpdk_eal_args, (Strings{"--vdev=net_memif0,socket=/tmp/a b", "-l", "1"}))
+      << "an array keeps each argument whole";
+}
+
+TEST(ConfigDpdk, the_counters_default_follows_the_fuzzy_address_on_dpdk) {
+  const Config cfg = load_ok(
+      "io = dpdk; dpdk_addresses = \"10.0.0.2/24\"; bind_socket = \"10.0.0.2:11335\";\n");
+  ASSERT_EQ(cfg.counters_bind_sockets.size(), 1u);
+  EXPECT_EQ(format_sockaddr(reinterpret_cast<const sockaddr*>(&cfg.counters_bind_sockets[0].addr)),
+            "10.0.0.2:11337") << "not loopback, which the NIC never sees";
+  EXPECT_TRUE(load_ok("io = dpdk; dpdk_addresses = \"10.0.0.2\"; bind_socket = \"10.0.0.2:1\";\n"
+                      "counters_bind_socket = [];\n")
+                  .counters_bind_sockets.empty());
+}
+
+TEST(ConfigDpdk, dpdk_keys_without_io_dpdk_are_kept_for_later) {
+  Config cfg = load_ok("dpdk_addresses = \"10.0.0.2/8\";\n");
+  EXPECT_EQ(cfg.io, IoBackendKind::uring);
+  EXPECT_EQ(cfg.dpdk_addresses.size(), 1u);
+}
+
+TEST(ConfigDpdk, bad_dpdk_settings_stop_start_up_at_their_line) {
+  expect_error("io = dpdk;\nbind_socket = \"*:11335\";\n", 1, "io = dpdk needs dpdk_addresses");
+  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2/24\";\n", 0,
+               "127.0.0.1:11335 is not one of dpdk_addresses");
+  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2/24\";\nbind_socket = \"10.0.0.3:1\";\n", 3,
+               "10.0.0.3:1 is not one of dpdk_addresses");
+  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"*:11335\";\n", 3,
+               "serves IPv4 only");
+  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"0.0.0.0:1\";\n"
+               "counters_bind_socket = \"10.9.9.9:2\";\n", 4, "10.9.9.9:2 is not one of dpdk_addresses");
+  expect_error("dpdk_addresses = \"10.0.0.2/33\";", 1, "prefix length must be 0..32");
+  expect_error("dpdk_addresses = \"2001:db8::1/64\";", 1, "serves IPv4 only");
+  expect_error("dpdk_addresses = \"eth0\";", 1, "is not an IPv4 address");
+  expect_error("dpdk_addresses = [\"10.0.0.2\",\n \"127.0.0.1\"];", 2, "cannot be a host address");
+  expect_error("dpdk_addresses = [\"10.0.0.2\", \"10.0.0.2/24\"];", 1, "listed twice");
+  expect_error("dpdk_ports = \"a b\";", 1, "neither a port id nor a device name");
+  expect_error("dpdk_ports = \"70000\";", 1, "port id 70000 is out of range");
+  expect_error("dpdk_ports = [\"0\", \"0\"];", 1, "'0' is listed twice");
+  expect_error("dpdk_eal_args = \"  \";", 1, "no argument given");
+  expect_error("dpdk_eal_args = [\"-l\", \"--\"];", 1, "'--' is not an EAL argument");
+  expect_error("dpdk_ports = \"0\";\ndpdk_ports = \"1\";", 2, "set twice, at lines 1 and 2");
+  expect_error("dpdk_ports = { a = 1; };", 1, "takes a string or an array of strings");
 }
 
 TEST(ConfigErrors, syntax_errors_carry_line_and_column) {

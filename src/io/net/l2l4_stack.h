@@ -1,0 +1,114 @@
+// The minimal L2-L4 layer the DPDK backend runs on one port of one worker:
+// Ethernet II (no VLAN tags: tagged frames are dropped and counted), ARP for
+// our IPv4 addresses, IPv4 (header checksum, options skipped, fragments
+// dropped, TTL), UDP to our listeners and ICMP echo. IPv6 is not handled
+// (counted under drop_ethertype). Pure functions over byte buffers: no DPDK,
+// so it is unit-tested and fuzzed on its own. Owned by one worker; never
+// allocates after construction, never blocks.
+//
+// Receive: receive() classifies one frame and, for ARP requests and ICMP
+// echo requests, rewrites it in place into the reply. Send: build_udp()
+// writes a whole frame for a reply datagram (or an ARP request when the
+// next hop is unknown).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "io/net/arp_table.h"
+#include "io/net/net_counters.h"
+#include "io/net/peer_hint.h"
+
+namespace shingled::net {
+
+// An IPv4 address the appliance owns, with its subnet (for on-link peers).
+struct Interface {
+  uint32_t ip = 0;  // host byte order
+  uint8_t prefix_len = 24;
+};
+
+// A UDP listener: local address (0 = any of ours) and port, and the index
+// the engine knows it by (RxPacket::listener).
+struct UdpListener {
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  uint16_t index = 0;
+};
+
+struct StackConfig {
+  uint8_t mac[6] = {};
+  uint8_t port_index = 0;  // which configured port this stack serves (peer hint)
+  std::vector<Interface> interfaces;
+  std::vector<UdpListener> listeners;
+  unsigned arp_capacity = 1024;
+  uint64_t arp_max_age_ms = ArpTable::kDefaultMaxAgeMs;
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+};
+
+// What the NIC already verified (DPDK's RTE_MBUF_F_RX_*_CKSUM_*): a good
+// checksum is not computed again, a bad one is dropped without looking.
+enum class HwChecksum : uint8_t { unknown, good, bad };
+struct RxChecksums {
+  HwChecksum ip = HwChecksum::unknown;
+  HwChecksum l4 = HwChecksum::unknown;
+};
+
+// How build_udp() leaves the checksums: computed, or prepared for the NIC
+// (IPv4 field 0, UDP field = folded pseudo-header sum, as DPDK requires).
+enum class TxChecksum : uint8_t { software, offload };
+
+struct RxResult {
+  enum Action : uint8_t {
+    drop,     // counted; free the frame
+    deliver,  // a UDP datagram for the engine: payload, listener, peer below
+    reply,    // rewritten in place into reply_len bytes: send it back
+  } action = drop;
+  uint32_t payload_offset = 0;
+  uint32_t payload_len = 0;
+  uint16_t listener = 0;
+  uint32_t reply_len = 0;
+  sockaddr_in peer{};  // AF_INET, address and port, plus the PeerHint
+};
+
+class L2L4Stack {
+ public:
+  explicit L2L4Stack(const StackConfig& config);
+
+  // Classifies the `len`-byte frame at `frame` (which it may rewrite).
+  RxResult receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms);
+
+  struct TxResult {
+    uint32_t len = 0;          // bytes written to `out`; 0: nothing to send (counted)
+    bool arp_request = false;  // `out` holds an ARP request instead of the reply
+  };
+  // Writes into `out` (at least kMaxFrame bytes) the frame carrying `payload`
+  // from listener `listener` to `peer`. The reply is dropped (counted) when
+  // it is too large or its next hop is unknown; in the last case `out` may
+  // hold an ARP request for it instead.
+  TxResult build_udp(uint8_t* out, uint16_t listener, const sockaddr_in& peer,
+                     const uint8_t* payload, uint32_t payload_len, uint64_t now_ms,
+                     TxChecksum checksum);
+
+  const NetCounters& counters() const { return counters_; }
+  NetCounters& counters() { return counters_; }
+  const ArpTable& arp() const { return arp_; }
+  const uint8_t* mac() const { return config_.mac; }
+
+ private:
+  RxResult on_arp(uint8_t* frame, uint32_t len, uint64_t now_ms);
+  RxResult on_ipv4(uint8_t* frame, uint32_t len, RxChecksums hw);
+  RxResult on_udp(uint8_t* frame, uint32_t ihl, uint32_t ip_len, int local, RxChecksums hw);
+  RxResult on_icmp(uint8_t* frame, uint32_t len, uint32_t ihl, uint32_t ip_len, RxChecksums hw);
+  int local_index(uint32_t ip) const;  // index into interfaces, -1 if not ours
+  bool on_link(uint32_t ip) const;
+  uint32_t build_arp_request(uint8_t* out, uint32_t target_ip, uint32_t sender_ip) const;
+
+  StackConfig config_;
+  ArpTable arp_;
+  NetCounters counters_;
+  uint16_t ip_id_ = 0;
+};
+
+}  // namespace shingled::net
