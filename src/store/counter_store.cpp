@@ -177,7 +177,16 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     ++stats.unique_hits;
     g.result.unique_gain = ten == 0;
   }
-  for (size_t i = 0; i < n; ++i) out[i] = merged[of_op[i]].result;
+  // An increment's sums are not part of its answer: only a read's are copied.
+  for (size_t i = 0; i < n; ++i) {
+    const CounterResult& r = merged[of_op[i]].result;
+    if (ops[i].read) {
+      out[i] = r;
+    } else {
+      out[i].full = r.full;
+      out[i].unique_gain = r.unique_gain;
+    }
+  }
 }
 
 size_t CounterStore::series(unsigned shard, const CounterOp& op, uint64_t now, CounterSlot* out,

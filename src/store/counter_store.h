@@ -42,7 +42,8 @@ struct CounterOp {
 };
 
 // What an entry gets back. For an entry with a pair, the sums are the
-// unique counter's (distinct pairs), before this batch's increments.
+// unique counter's (distinct pairs), before this batch's increments. The
+// sums are written for read entries only (an increment's answer has none).
 struct CounterResult {
   CounterSums sums;
   bool full = false;        // a counter could not be created: the store is full

@@ -6,6 +6,7 @@
 
 namespace shingled {
 
+
 namespace {
 constexpr double kMaxLoad = 0.7;
 
@@ -15,6 +16,8 @@ size_t index_size_for(size_t max_counters) {
   return n;
 }
 }  // namespace
+
+size_t CounterTable::record_bytes() { return sizeof(Record); }
 
 CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
     : retention_(retention), max_counters_(max_counters) {

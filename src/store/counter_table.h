@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "store/counter_change.h"
@@ -104,17 +105,19 @@ class CounterTable {
   size_t live() const { return live_.load(std::memory_order_relaxed); }
   size_t capacity() const { return max_counters_; }
   size_t memory_bytes() const;
+  static size_t record_bytes();  // one counter's record (80)
   uint64_t saturations() const { return saturations_; }
 
  private:
-  struct PackedSlot {  // 12 bytes: keeps the record at 72
+  struct PackedSlot {  // 12 bytes, so four fit the record's 80
     uint32_t id;
-    uint32_t lo, hi;
-    uint64_t value() const { return uint64_t(hi) << 32 | lo; }
-    void set(uint64_t v) {
-      lo = uint32_t(v);
-      hi = uint32_t(v >> 32);
+    uint8_t bytes[8];  // the value, unaligned: one plain load or store on x86
+    uint64_t value() const {
+      uint64_t v;
+      std::memcpy(&v, bytes, 8);
+      return v;
     }
+    void set(uint64_t v) { std::memcpy(bytes, &v, 8); }
   };
   // The key's fields laid out flat, so `home` fits in what CounterKey
   // would spend on padding: 80 bytes.

@@ -118,6 +118,10 @@ TEST(CounterTable, old_periods_disappear_and_empty_counters_are_swept) {
   EXPECT_FALSE(t.sums(h(7), key(7), kT0 + 14 * 86400, s));
 }
 
+TEST(CounterTable, a_record_is_80_bytes) {
+  EXPECT_EQ(CounterTable::record_bytes(), 80u) << "RAM per counter is documented with this size";
+}
+
 TEST(CounterTable, values_saturate_and_are_counted) {
   CounterTable t(10, CounterRetention{});
   ASSERT_TRUE(t.add(h(1), key(1), kHome, UINT64_MAX - 1, kT0));
