@@ -6,7 +6,6 @@
 
 namespace shingled {
 
-
 namespace {
 constexpr double kMaxLoad = 0.7;
 
