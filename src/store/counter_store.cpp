@@ -110,6 +110,7 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
       if (m < 0) {
         slots[pos] = int32_t(merged.size());
         merged.push_back(Merged{key, h, ops[i].increment ? ops[i].delta : 0, i, ops[i].read, 0, {}});
+        table.prefetch(h);  // as early as the key is known: the merge of the rest hides the miss
         break;
       }
       Merged& g = merged[size_t(m)];
@@ -126,7 +127,6 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     of_op[i] = uint32_t(slots[pos]);
   }
 
-  for (const Merged& g : merged) table.prefetch(g.hash);
   for (Merged& g : merged) g.ref = table.locate(g.hash, g.key);  // and prefetches the record
   // Reads first, all of them: every entry sees the values from before the
   // batch, even where two pairs of one message share a unique counter.
