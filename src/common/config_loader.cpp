@@ -13,6 +13,7 @@
 #include <map>
 
 #include "common/net_address.h"
+#include "common/ratelimit_config_loader.h"
 #include "common/ucl_parser.h"
 #include "common/ucl_values.h"
 
@@ -25,7 +26,8 @@ const char* const kKnownOptions[] = {
     "bind_socket", "expire", "allow_update", "hashfile", "max_hashes", "max_memory",
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
     "sync", "log_file", "busy_poll_us", "counters_bind_socket", "counters_max",
-    "counters_ten_minute_periods", "counters_daily_periods",
+    "counters_ten_minute_periods", "counters_daily_periods", "ratelimit",
+    "ratelimit_bind_socket", "ratelimit_max_buckets",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
@@ -54,7 +56,7 @@ std::string canonical_name(const std::string& key) {
 }
 
 bool is_unsupported(const std::string& key) {
-  if (key.rfind("ratelimit_", 0) == 0) return true;
+  if (key.rfind("ratelimit_", 0) == 0 && key != "ratelimit_max_buckets") return true;
   for (const char* name : kUnsupportedOptions) {
     if (key == name) return true;
   }
@@ -118,17 +120,9 @@ class Loader {
       return fail(last_bind != nullptr ? last_bind->key_line : 0,
                   "bind_socket lists no address: there would be nothing to listen on");
     }
-    for (const ListenAddress& c : cfg_.counters_bind_sockets) {
-      for (const ListenAddress& f : cfg_.bind_sockets) {
-        if (same_address(c, f)) {
-          int line = 0;
-          for (const auto& [addr, l] : bound_) {
-            if (same_address(addr, c)) line = l;
-          }
-          return fail(line, "counters_bind_socket: " + c.text +
-                                " is also the fuzzy storage's bind_socket");
-        }
-      }
+    if (!not_on_fuzzy_sockets(cfg_.counters_bind_sockets, "counters_bind_socket") ||
+        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket")) {
+      return false;
     }
     if (max_hashes_line_ != 0 && max_memory_line_ != 0) {
       return fail(max_memory_line_, "max_memory and max_hashes (line " +
@@ -139,6 +133,24 @@ class Loader {
   }
 
  private:
+  // Another service's listeners may not take the fuzzy storage's address
+  // (given or default; given ones are caught as duplicates when parsed).
+  bool not_on_fuzzy_sockets(const std::vector<ListenAddress>& list, const char* name) {
+    for (const ListenAddress& c : list) {
+      for (const ListenAddress& f : cfg_.bind_sockets) {
+        if (same_address(c, f)) {
+          int line = 0;
+          for (const auto& [addr, l] : bound_) {
+            if (same_address(addr, c)) line = l;
+          }
+          return fail(line, std::string(name) + ": " + c.text +
+                                " is also the fuzzy storage's bind_socket");
+        }
+      }
+    }
+    return true;
+  }
+
   bool fail(int line, std::string reason) {
     error_.file = file_;
     error_.line = line;
@@ -201,6 +213,10 @@ class Loader {
       return apply_bind_socket(m, cfg_.counters_bind_sockets, counters_bind_given_,
                                "counters_bind_socket");
     }
+    if (name == "ratelimit_bind_socket") {
+      return apply_bind_socket(m, cfg_.ratelimit_bind_sockets, ratelimit_bind_given_,
+                               "ratelimit_bind_socket");
+    }
     if (name == "allow_update") return apply_allow_update(m);
     if (key == "keypair") return apply_keypair(m);
     if (is_unsupported(key)) {
@@ -219,6 +235,13 @@ class Loader {
       return fail(m.key_line, "option '" + key + "'" + alias + " is set twice, at lines " +
                                   std::to_string(it->second) + " and " +
                                   std::to_string(m.key_line));
+    }
+    if (name == "ratelimit") {
+      RatelimitBlockError block_error;
+      if (!load_ratelimit_block(m, cfg_.ratelimit, block_error)) {
+        return fail(block_error.line, block_error.reason);
+      }
+      return true;
     }
     if (!m.is_scalar()) {
       return fail(m.line, "option '" + key + "' takes a single value, not " +
@@ -273,6 +296,11 @@ class Loader {
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
       if (n < 1 || n > (uint64_t(1) << 36)) return fail(m.line, "counters_max: must be 1..2^36");
       cfg_.counters_max = n;
+    } else if (name == "ratelimit_max_buckets") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n < 1 || n > (uint64_t(1) << 32)) return fail(m.line, "ratelimit_max_buckets: must be 1..2^32");
+      cfg_.ratelimit_max_buckets = n;
     } else if (name == "counters_ten_minute_periods" || name == "counters_daily_periods") {
       uint64_t n = 0;
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
@@ -437,17 +465,7 @@ class Loader {
         return fail(item->line, "allow_update: '" + text + "': maps (files, URLs) are not "
                                 "supported yet; list the addresses inline");
       }
-      std::vector<std::string> entries;
-      std::string cur;
-      for (char c : text) {
-        if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-          if (!cur.empty()) entries.push_back(cur);
-          cur.clear();
-        } else {
-          cur += c;
-        }
-      }
-      if (!cur.empty()) entries.push_back(cur);
+      const std::vector<std::string> entries = split_inline_list(text);
       if (entries.empty()) {
         return fail(item->line, "allow_update: empty string (write [] to allow nobody)");
       }
@@ -479,6 +497,7 @@ class Loader {
   bool allow_given_ = false;
   std::vector<std::pair<ListenAddress, int>> bound_;  // every listen address so far, with its line
   bool counters_bind_given_ = false;
+  bool ratelimit_bind_given_ = false;
   int worker_line_ = 0;
   int max_hashes_line_ = 0;
   int max_memory_line_ = 0;
