@@ -3,7 +3,7 @@
 //
 // Why 128 bits of SipHash and not the key bytes: keys run up to ~570 bytes
 // (recipient, IP and sender), so storing them would make records variable
-// and large; a 128-bit id keeps a record at 72 bytes. SipHash-2-4 is a keyed
+// and large; a 128-bit id keeps a record at one 64-byte cache line. SipHash-2-4 is a keyed
 // PRF: without the per-process secret a client cannot make two keys share
 // an id (XXH3 makes no such promise), and two live buckets out of n share
 // one by chance with probability n^2 / 2^129, about 10^-26 at 10^7 buckets.

@@ -108,13 +108,11 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
   BucketResult r;
   const BucketParams& p = call.params;
   size_t pos = find(call.id);
-  if (pos != SIZE_MAX && now_ms >= slots_[pos].drop_at_ms) {
-    // Empty and idle long enough: it may go, so it is as good as new.
-    erase_at(pos);
-    ++stats_.expired;
-    pos = SIZE_MAX;
-  }
-  r.existed = pos != SIZE_MAX;
+  // A bucket that may be dropped (empty and idle long enough) is as good
+  // as new: an operation that stores one starts it afresh in place (no
+  // erase and re-insert); the others drop it.
+  const bool expired = pos != SIZE_MAX && now_ms >= slots_[pos].drop_at_ms;
+  r.existed = pos != SIZE_MAX && !expired;
   const bool decides = call.op == BucketOp::check || call.op == BucketOp::reserve ||
                        call.op == BucketOp::check_and_update;
   // Operations that need no stored bucket when there is none: an empty
@@ -122,6 +120,13 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
   const bool stores = call.op == BucketOp::update || call.op == BucketOp::commit ||
                       call.op == BucketOp::reserve || call.op == BucketOp::check_and_update ||
                       (call.op == BucketOp::check && p.arithmetic == BucketArithmetic::rspamd);
+  if (expired) {
+    ++stats_.expired;
+    if (!stores) {
+      erase_at(pos);
+      pos = SIZE_MAX;
+    }
+  }
   if (call.op == BucketOp::reset) {
     if (r.existed) {
       erase_at(pos);
@@ -140,8 +145,8 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
       r.decision.wait_ms = 0;
       return r;
     }
-    slots_[pos].state = new_bucket(now_ms);
   }
+  if (pos != SIZE_MAX && !r.existed) slots_[pos].state = new_bucket(now_ms);
   if (pos == SIZE_MAX) {  // peek, release, shingled check of an absent bucket
     r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
   } else {

@@ -3,11 +3,11 @@
 // exact without locks; nothing here may be called from two threads at once
 // (live() and memory_bytes() excepted).
 //
-// Records (72 bytes: the 128-bit id, the leaky bucket state, the time it
-// may be dropped) sit inline in one open-addressing array (linear probing,
+// Records (64 bytes, one cache line: the 128-bit id, the leaky bucket
+// state, the time it may be dropped) sit inline in one open-addressing array (linear probing,
 // at most 70 % full, backward-shift deletion), so a lookup usually costs one
 // cache miss. The array is sized for `max_buckets` and allocated at start:
-// memory is fixed, about 103 bytes per bucket of capacity.
+// memory is fixed, about 92 bytes per bucket of capacity.
 //
 // Expiry: a bucket may be dropped once it is empty (level drained,
 // reservations settled or past their lease) and `idle_expire_ms` has passed
@@ -107,7 +107,7 @@ class BucketTable {
     BucketState state;
     int64_t drop_at_ms;   // may be dropped from this time on
   };
-  static_assert(sizeof(Slot) == 72);
+  static_assert(sizeof(Slot) == 64);  // the array is page-aligned: one line each
 
   // Home slot: the high half of the id mapped onto [0, n_slots) by a
   // multiply (the table size need not be a power of two).

@@ -24,7 +24,7 @@ double capacity_of(const BucketState& s, const BucketParams& p) {
   return p.dynamic != nullptr ? p.burst * multiplier(s.dyn_burst) : p.burst;
 }
 
-double pending_of(const BucketState& s) { return s.pending + s.pending_old; }
+double pending_of(const BucketState& s) { return double(s.pending) + s.pending_old; }
 
 // Reservations live in two generations of at least one lease each: the
 // current one takes new reservations; when it is a lease old it becomes the
@@ -44,11 +44,9 @@ void age_pending(BucketState& s, const BucketParams& p, int64_t now_ms) {
 // Commits and releases take from the older generation first: the oldest
 // reservations are the likeliest to be the ones being settled.
 void take_pending(BucketState& s, double amount) {
-  const double from_old = std::min(amount, s.pending_old);
-  s.pending_old -= from_old;
-  s.pending = std::max(0.0, s.pending - (amount - from_old));
-  if (s.pending_old < kEpsilon) s.pending_old = 0;
-  if (s.pending < kEpsilon) s.pending = 0;
+  const double from_old = std::min(amount, double(s.pending_old));
+  s.pending_old = float(std::max(0.0, s.pending_old - from_old));
+  s.pending = float(std::max(0.0, s.pending - (amount - from_old)));
 }
 
 uint32_t wait_for(const BucketState& s, const BucketParams& p, double cost, double capacity) {
@@ -116,7 +114,7 @@ BucketDecision bucket_check(BucketState& s, const BucketParams& p, double cost, 
   const bool allowed = p.arithmetic == BucketArithmetic::rspamd
                            ? fresh || held + cost <= capacity
                            : held <= 0 || held + cost <= capacity + kEpsilon;
-  if (allowed && reserve) s.pending += cost;
+  if (allowed && reserve) s.pending = float(s.pending + cost);
   return describe(s, p, allowed, cost);
 }
 

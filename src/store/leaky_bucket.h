@@ -62,16 +62,20 @@ struct BucketParams {
   int64_t pending_lease_ms = 60'000;
 };
 
-// One bucket's state (rspamd's hash fields l, b, p, dr, db).
+// One bucket's state (rspamd's hash fields l, b, p, dr, db), 40 bytes so a
+// table record is one cache line. Reservations are float: they hold message
+// recipient counts (exact in a float up to 2^24), while the level, which
+// drains by fractions, is a double.
 struct BucketState {
-  double level = 0;            // b: accepted cost not yet drained, >= 0
-  int64_t last_ms = 0;         // l: time of the last leak
-  double pending = 0;          // p: reserved in the current lease generation
-  double pending_old = 0;      // reserved in the previous generation
+  double level = 0;              // b: accepted cost not yet drained, >= 0
+  int64_t last_ms = 0;           // l: time of the last leak
+  float pending = 0;             // p: reserved in the current lease generation
+  float pending_old = 0;         // reserved in the previous generation
   int64_t pending_epoch_ms = 0;  // start of the current generation
   int32_t dyn_rate = kMultiplierOne;   // dr
   int32_t dyn_burst = kMultiplierOne;  // db
 };
+static_assert(sizeof(BucketState) == 40);
 
 // The bucket after an operation, as a reply reports it.
 struct BucketDecision {

@@ -108,23 +108,27 @@ ratelimit::MessageResult run_message(BucketTable& table, const RatelimitRules& r
                                      MessagePhase phase, uint64_t echoed_mask,
                                      MessageOutcome outcome, int64_t now_ms,
                                      BucketResult* results, RatelimitStats& stats) {
-  BucketCall calls[kMaxMessageBuckets];
+  BucketId ids[kMaxMessageBuckets];
   const size_t n = buckets.skip == MessageSkip::none ? buckets.n : 0;
   for (size_t i = 0; i < n; ++i) {
-    const DerivedBucket& b = buckets.items[i];
-    calls[i].id = bucket_id(secret, b.key, b.key_len);
-    calls[i].params = rules.params(b);
-    calls[i].cost = b.cost;
-    calls[i].outcome = outcome;
-    calls[i].op = first_pass_op(phase, (echoed_mask >> i) & 1);
-    table.prefetch(calls[i].id);
+    ids[i] = bucket_id(secret, buckets.items[i].key, buckets.items[i].key_len);
+    table.prefetch(ids[i]);
   }
-  for (size_t i = 0; i < n; ++i) results[i] = table.apply(calls[i], now_ms);
+  auto call = [&](size_t i, BucketOp op) {
+    BucketCall c;
+    c.id = ids[i];
+    c.params = rules.params(buckets.items[i]);
+    c.cost = buckets.items[i].cost;
+    c.op = op;
+    c.outcome = outcome;
+    return table.apply(c, now_ms);
+  };
+  for (size_t i = 0; i < n; ++i) results[i] = call(i, first_pass_op(phase, (echoed_mask >> i) & 1));
   const ratelimit::MessageResult r = combine_results(buckets, results, phase);
   const bool limited = r.verdict == ratelimit::kLimit;
   for (size_t i = 0; i < n; ++i) {
-    calls[i].op = second_pass_op(phase, limited, reserved_by(phase, results[i]));
-    if (calls[i].op != BucketOp::peek) table.apply(calls[i], now_ms);
+    const BucketOp op = second_pass_op(phase, limited, reserved_by(phase, results[i]));
+    if (op != BucketOp::peek) call(i, op);
   }
   count_message(r, buckets, stats);
   return r;

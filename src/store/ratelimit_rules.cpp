@@ -60,6 +60,13 @@ RatelimitRules::RatelimitRules(const RatelimitConfig& config) : config_(config) 
   factors_.spam_burst = config.spam_factor_burst;
   factors_.max_rate_mult = config.max_rate_mult;
   factors_.max_burst_mult = config.max_bucket_mult;
+  for (size_t f = 0; f < kRateFamilies; ++f) {
+    for (const RateBucket& b : config.rates[f]) {
+      char r[32];
+      std::snprintf(r, sizeof r, "%.0f", std::min(std::floor(100000 / b.burst + 0.5), 1e18));
+      prefixes_[f].emplace_back(r);
+    }
+  }
 }
 
 BucketParams RatelimitRules::params(const DerivedBucket& bucket) const {
@@ -93,6 +100,17 @@ bool RatelimitRules::is_bounce(std::string_view sender, const RatelimitConfig& c
 size_t RatelimitRules::ip_text(const ratelimit::IpAddress& ip, char* out) {
   out[0] = '\0';
   if (ip.family == 0) return 0;
+  if (ip.family == 4) {  // glibc's inet_ntop formats IPv4 through sprintf: slow per message
+    size_t n = 0;
+    for (int i = 0; i < 4; ++i) {
+      const unsigned v = ip.bytes[i];
+      if (v >= 100) out[n++] = char('0' + v / 100);
+      if (v >= 10) out[n++] = char('0' + v / 10 % 10);
+      out[n++] = char('0' + v % 10);
+      out[n++] = i < 3 ? '.' : '\0';
+    }
+    return n - 1;
+  }
   if (inet_ntop(ip.family == 4 ? AF_INET : AF_INET6, ip.bytes, out, INET6_ADDRSTRLEN) == nullptr) {
     return 0;
   }
@@ -146,10 +164,7 @@ void RatelimitRules::add_family(RateFamily family, uint8_t rcpt_index, std::stri
     b.cost = cost;
     b.rate = buckets[k];
     KeyWriter w(b);
-    char r[32];
-    const double prefix = std::min(std::floor(100000 / buckets[k].burst + 0.5), 1e18);
-    std::snprintf(r, sizeof r, "%.0f", prefix);
-    w.put(r, false);
+    w.put(prefixes_[size_t(family) - 1][k], false);
     if (needs_bounce) w.part("_", false);
     if (family == RateFamily::user) {
       w.part(rcpt, false);  // the user name, as given

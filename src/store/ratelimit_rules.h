@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/config.h"
 #include "store/bucket_table.h"
@@ -88,6 +89,8 @@ class RatelimitRules {
 
   RatelimitConfig config_;
   DynamicFactors factors_;
+  // "R" of each bucket of each family, formatted once (round(100000 / burst)).
+  std::vector<std::string> prefixes_[kRateFamilies];
 };
 
 }  // namespace shingled

@@ -85,6 +85,16 @@ TEST(RatelimitRules, rspamd_key_names_match_the_ones_observed) {
   for (const auto& [key, name] : cases) EXPECT_EQ(rspamd_key_name(key), name) << key;
 }
 
+TEST(RatelimitRules, ip_text_is_the_usual_form) {
+  for (const char* text : {"0.0.0.0", "1.2.3.4", "10.0.100.9", "198.51.100.7", "255.255.255.255",
+                           "2001:db8::1", "::1", "::ffff:1.2.3.4"}) {
+    const Envelope e = envelope({"bob@r"}, text);
+    char out[64];
+    EXPECT_EQ(std::string(out, RatelimitRules::ip_text(e.ip, out)), text);
+    EXPECT_STREQ(out, text);
+  }
+}
+
 TEST(RatelimitRules, recipient_and_sender_are_lower_cased_the_user_is_not) {
   const Envelope e = envelope({"Bob@RCPT.example"}, "198.51.100.7", "Alice@Sender.Example", "AuthUser");
   RatelimitConfig c = with_rate(RateFamily::to_ip_from, 5);
