@@ -350,6 +350,11 @@ TEST(LeakyBucket, reservations_lapse_after_one_to_two_leases) {
   EXPECT_EQ(s.pending_old, 3);
   EXPECT_TRUE(bucket_check(s, p, 1, 20'000, false, false).allowed);
   EXPECT_EQ(s.pending + s.pending_old, 0);
+  // Untouched for two leases: both generations are gone at the next touch.
+  s = new_bucket(0);
+  for (int i = 0; i < 3; ++i) bucket_check(s, p, 1, 0, false, true);
+  EXPECT_TRUE(bucket_check(s, p, 1, 20'000, false, false).allowed);
+  EXPECT_EQ(s.pending + s.pending_old, 0);
   // Commits settle the oldest generation first.
   s = new_bucket(0);
   bucket_check(s, p, 2, 0, false, true);
