@@ -122,7 +122,7 @@ void write_header(uint8_t kind, uint8_t n, uint8_t byte7, uint64_t id, uint8_t* 
 bool put_string(std::string_view s, uint8_t* out, size_t& at) {
   if (s.size() > kMaxString || at + 1 + s.size() > kMaxRequest) return false;
   out[at] = uint8_t(s.size());
-  std::memcpy(out + at + 1, s.data(), s.size());
+  if (!s.empty()) std::memcpy(out + at + 1, s.data(), s.size());  // an empty view may be null
   at += 1 + s.size();
   return true;
 }
