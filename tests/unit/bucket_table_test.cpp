@@ -11,6 +11,7 @@
 #include <string>
 
 #include "store/bucket_key.h"
+#include "store/bucket_store.h"
 #include "store/bucket_table.h"
 
 namespace shingled {
@@ -215,6 +216,32 @@ TEST(BucketTable, random_traffic_matches_a_map_of_states) {
     if (i % 97 == 0) t.sweep(16, now);
     ASSERT_LE(t.live(), model.size());
   }
+}
+
+TEST(BucketStore, keys_spread_over_shards_and_each_shard_holds_its_share) {
+  BucketStoreOptions o;
+  o.max_buckets = 6400;
+  o.shard_bits = 4;
+  o.fixed_secret = true;
+  o.secret = fixed_secret();
+  BucketStore store(o);
+  std::vector<size_t> per_shard(store.shard_count());
+  BucketCall c = call("", BucketOp::update, 10, 0.001, 1);
+  for (int i = 0; i < 6400; ++i) {
+    const std::string key = "api:" + std::to_string(i);
+    c.id = store.id_of(key.data(), key.size());
+    EXPECT_EQ(c.id, id_of(key)) << "the fixed secret names buckets";
+    const unsigned shard = store.shard_of(c.id);
+    ++per_shard[shard];
+    EXPECT_FALSE(store.table(shard).apply(c, 0).full) << i;
+  }
+  for (size_t n : per_shard) EXPECT_GT(n, 6400u / 16 / 2);
+  EXPECT_EQ(store.live(), 6400u);
+  EXPECT_EQ(store.stats().created, 6400u);
+  EXPECT_GE(store.memory_bytes(), 6400u * 64);
+  BucketStoreOptions random = o;
+  random.fixed_secret = false;
+  EXPECT_FALSE(BucketStore(random).id_of("k", 1) == store.id_of("k", 1)) << "a fresh secret";
 }
 
 }  // namespace
