@@ -16,6 +16,7 @@
 #include <map>
 
 #include "common/net_address.h"
+#include "common/ratelimit_config_loader.h"
 #include "common/ucl_parser.h"
 #include "common/ucl_values.h"
 
@@ -29,7 +30,7 @@ const char* const kKnownOptions[] = {
     "encrypted_only", "keypair_cache_size", "workers", "pin_workers", "io", "control_socket",
     "sync", "log_file", "busy_poll_us", "counters_bind_socket", "counters_max",
     "counters_ten_minute_periods", "counters_daily_periods", "dpdk_eal_args", "dpdk_ports",
-    "dpdk_addresses",
+    "dpdk_addresses", "ratelimit", "ratelimit_bind_socket", "ratelimit_max_buckets",
 };
 
 // rspamd fuzzy worker (and generic worker) options that shingled does not
@@ -58,7 +59,7 @@ std::string canonical_name(const std::string& key) {
 }
 
 bool is_unsupported(const std::string& key) {
-  if (key.rfind("ratelimit_", 0) == 0) return true;
+  if (key.rfind("ratelimit_", 0) == 0 && key != "ratelimit_max_buckets") return true;
   for (const char* name : kUnsupportedOptions) {
     if (key == name) return true;
   }
@@ -122,21 +123,10 @@ class Loader {
       return fail(last_bind != nullptr ? last_bind->key_line : 0,
                   "bind_socket lists no address: there would be nothing to listen on");
     }
-    for (const ListenAddress& c : cfg_.counters_bind_sockets) {
-      for (const ListenAddress& f : cfg_.bind_sockets) {
-        if (same_address(c, f)) {
-          int line = 0;
-          for (const auto& [addr, l] : bound_) {
-            if (same_address(addr, c)) line = l;
-          }
-          return fail(line, "counters_bind_socket: " + c.text +
-                                " is also the fuzzy storage's bind_socket" +
-                                (counters_bind_given_
-                                     ? std::string()
-                                     : " (the counters listen there by default: set "
-                                       "counters_bind_socket, or [] to turn them off)"));
-        }
-      }
+    if (!not_on_fuzzy_sockets(cfg_.counters_bind_sockets, "counters_bind_socket",
+                              counters_bind_given_) ||
+        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket", true)) {
+      return false;
     }
     if (cfg_.io == IoBackendKind::dpdk && !counters_bind_given_) {
       // The loopback default means nothing to a NIC the kernel does not see:
@@ -157,6 +147,31 @@ class Loader {
   }
 
  private:
+  // Another service's listeners may not take the fuzzy storage's address
+  // (given or default; given ones are caught as duplicates when parsed).
+  // `given`: the list comes from the file, not the built-in default (whose
+  // clash needs saying how to move it).
+  bool not_on_fuzzy_sockets(const std::vector<ListenAddress>& list, const char* name,
+                            bool given) {
+    for (const ListenAddress& c : list) {
+      for (const ListenAddress& f : cfg_.bind_sockets) {
+        if (same_address(c, f)) {
+          int line = 0;
+          for (const auto& [addr, l] : bound_) {
+            if (same_address(addr, c)) line = l;
+          }
+          return fail(line, std::string(name) + ": " + c.text +
+                                " is also the fuzzy storage's bind_socket" +
+                                (given ? std::string()
+                                       : std::string(" (the service listens there by default: "
+                                                     "set ") +
+                                             name + ", or [] to turn it off)"));
+        }
+      }
+    }
+    return true;
+  }
+
   bool fail(int line, std::string reason) {
     error_.file = file_;
     error_.line = line;
@@ -349,6 +364,10 @@ class Loader {
       return apply_bind_socket(m, cfg_.counters_bind_sockets, counters_bind_given_,
                                "counters_bind_socket");
     }
+    if (name == "ratelimit_bind_socket") {
+      return apply_bind_socket(m, cfg_.ratelimit_bind_sockets, ratelimit_bind_given_,
+                               "ratelimit_bind_socket");
+    }
     if (name == "allow_update") return apply_allow_update(m);
     if (name == "dpdk_eal_args" || name == "dpdk_ports" || name == "dpdk_addresses") {
       auto [it, first] = seen_.emplace(name, m.key_line);
@@ -377,6 +396,13 @@ class Loader {
       return fail(m.key_line, "option '" + key + "'" + alias + " is set twice, at lines " +
                                   std::to_string(it->second) + " and " +
                                   std::to_string(m.key_line));
+    }
+    if (name == "ratelimit") {
+      RatelimitBlockError block_error;
+      if (!load_ratelimit_block(m, cfg_.ratelimit, block_error)) {
+        return fail(block_error.line, block_error.reason);
+      }
+      return true;
     }
     if (!m.is_scalar()) {
       return fail(m.line, "option '" + key + "' takes a single value, not " +
@@ -431,6 +457,11 @@ class Loader {
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
       if (n < 1 || n > (uint64_t(1) << 36)) return fail(m.line, "counters_max: must be 1..2^36");
       cfg_.counters_max = n;
+    } else if (name == "ratelimit_max_buckets") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
+      if (n < 1 || n > (uint64_t(1) << 32)) return fail(m.line, "ratelimit_max_buckets: must be 1..2^32");
+      cfg_.ratelimit_max_buckets = n;
     } else if (name == "counters_ten_minute_periods" || name == "counters_daily_periods") {
       uint64_t n = 0;
       if (!ucl_to_uint(v, n, err)) return fail(m.line, key + ": " + err);
@@ -598,17 +629,7 @@ class Loader {
         return fail(item->line, "allow_update: '" + text + "': maps (files, URLs) are not "
                                 "supported yet; list the addresses inline");
       }
-      std::vector<std::string> entries;
-      std::string cur;
-      for (char c : text) {
-        if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-          if (!cur.empty()) entries.push_back(cur);
-          cur.clear();
-        } else {
-          cur += c;
-        }
-      }
-      if (!cur.empty()) entries.push_back(cur);
+      const std::vector<std::string> entries = split_inline_list(text);
       if (entries.empty()) {
         return fail(item->line, "allow_update: empty string (write [] to allow nobody)");
       }
@@ -640,6 +661,7 @@ class Loader {
   bool allow_given_ = false;
   std::vector<std::pair<ListenAddress, int>> bound_;  // every listen address so far, with its line
   bool counters_bind_given_ = false;
+  bool ratelimit_bind_given_ = false;
   int worker_line_ = 0;
   int max_hashes_line_ = 0;
   int max_memory_line_ = 0;

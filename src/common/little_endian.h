@@ -35,4 +35,16 @@ inline float load_le_f32(const uint8_t* p) {
   return f;
 }
 
+inline void store_le_f64(uint8_t* p, double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, 8);
+  store_le64(p, bits);
+}
+inline double load_le_f64(const uint8_t* p) {
+  uint64_t bits = load_le64(p);
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
 }  // namespace shingled

@@ -165,4 +165,19 @@ bool ucl_to_double(std::string_view text, double& out, std::string& error) {
   return true;
 }
 
+std::vector<std::string> split_inline_list(std::string_view text) {
+  std::vector<std::string> entries;
+  std::string cur;
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (!cur.empty()) entries.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) entries.push_back(cur);
+  return entries;
+}
+
 }  // namespace shingled

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shingled {
 
@@ -26,5 +27,9 @@ bool ucl_to_duration(std::string_view text, uint64_t& seconds, std::string& erro
 
 // A finite decimal number ("0.5", "-3", "1e3"); no multipliers.
 bool ucl_to_double(std::string_view text, double& out, std::string& error);
+
+// The entries of an inline list, as rspamd's inline maps write them:
+// separated by ',' or white space; empty entries dropped.
+std::vector<std::string> split_inline_list(std::string_view text);
 
 }  // namespace shingled

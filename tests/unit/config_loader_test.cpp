@@ -10,6 +10,7 @@
 
 #include "common/config_loader.h"
 #include "common/net_address.h"
+#include "common/ratelimit_config_loader.h"
 
 namespace shingled {
 namespace {
@@ -495,7 +496,132 @@ TEST(ConfigCounters, bad_values_are_refused_at_their_line) {
 
 TEST(ConfigCounters, a_fuzzy_listener_on_the_counters_default_port_says_what_to_do) {
   expect_error("\nbind_socket = \"127.0.0.1:11337\";\n", 2,
-               "the counters listen there by default");
+               "the service listens there by default: set counters_bind_socket");
+}
+
+}  // namespace
+}  // namespace shingled
+
+// ---- Rate limits (issue 6) ----
+
+namespace shingled {
+namespace {
+
+TEST(ConfigRatelimit, defaults_limit_nothing_and_open_no_listener) {
+  const Config cfg = default_config();
+  EXPECT_TRUE(cfg.ratelimit_bind_sockets.empty()) << "off until the engine serves it";
+  EXPECT_EQ(cfg.ratelimit_max_buckets, 1'000'000u);
+  for (const auto& family : cfg.ratelimit.rates) EXPECT_TRUE(family.empty());
+  EXPECT_EQ(cfg.ratelimit.whitelisted_rcpts, (std::vector<std::string>{"postmaster", "mailer-daemon"}));
+  EXPECT_EQ(cfg.ratelimit.bounce_senders.size(), 6u);
+  EXPECT_EQ(cfg.ratelimit.max_rcpts, 5u);
+  EXPECT_EQ(cfg.ratelimit.compat, RatelimitCompat::shingled);
+  EXPECT_EQ(cfg.ratelimit.expire_seconds, 172'800u);
+  EXPECT_FALSE(cfg.ratelimit.dynamic_rate_limit);
+}
+
+TEST(ConfigRatelimit, every_rspamd_rates_form_is_read) {
+  const Config cfg = load_ok(
+      "ratelimit_bind_socket = \"127.0.0.1:11336\";\n"
+      "ratelimit_max_buckets = 2m;\n"
+      "ratelimit {\n"
+      "  rates {\n"
+      "    to = [100, 0.033333333];\n"
+      "    to_ip = \"30 / 1min\";\n"
+      "    to_ip_from = { bucket = { burst = 20; rate = \"1 / 1m\"; } }\n"
+      "    bounce_to = { bucket = [ \"10 / 1h\", { burst = 5; rate = 0.5; } ] }\n"
+      "    bounce_to_ip = [0, 0.000277778];\n"
+      "    user = { bucket = \"1k / 1d\"; }\n"
+      "  }\n"
+      "  whitelisted_rcpts = \"postmaster, abuse\";\n"
+      "  whitelisted_ip = [\"10.0.0.0/8\", \"2001:db8::/32\", \"192.0.2.1\"];\n"
+      "  bounce_senders = [\"\", \"mailer-daemon\"];\n"
+      "  max_rcpts = 3;\n"
+      "  compat = \"rspamd\";\n"
+      "  expire = 1h;\n"
+      "  reservation_lease = 30s;\n"
+      "  dynamic_rate_limit = true;\n"
+      "  ham_factor_rate = 1.05;\n"
+      "}\n");
+  const RatelimitConfig& r = cfg.ratelimit;
+  ASSERT_EQ(cfg.ratelimit_bind_sockets.size(), 1u);
+  EXPECT_EQ(cfg.ratelimit_max_buckets, 2'000'000u);
+  auto family = [&](RateFamily f) { return r.rates[size_t(f) - 1]; };
+  ASSERT_EQ(family(RateFamily::to).size(), 1u);
+  EXPECT_EQ(family(RateFamily::to)[0].burst, 100);
+  EXPECT_DOUBLE_EQ(family(RateFamily::to)[0].rate, 0.033333333);
+  EXPECT_DOUBLE_EQ(family(RateFamily::to_ip)[0].rate, 0.5);
+  EXPECT_EQ(family(RateFamily::to_ip_from)[0].burst, 20);
+  EXPECT_DOUBLE_EQ(family(RateFamily::to_ip_from)[0].rate, 1.0 / 60);
+  ASSERT_EQ(family(RateFamily::bounce_to).size(), 2u);
+  EXPECT_DOUBLE_EQ(family(RateFamily::bounce_to)[0].rate, 10.0 / 3600);
+  EXPECT_EQ(family(RateFamily::bounce_to)[1].burst, 5);
+  EXPECT_TRUE(family(RateFamily::bounce_to_ip).empty()) << "burst 0 disables, as in rspamd";
+  EXPECT_EQ(family(RateFamily::user)[0].burst, 1000);
+  EXPECT_EQ(r.whitelisted_rcpts, (std::vector<std::string>{"postmaster", "abuse"}));
+  EXPECT_EQ(r.whitelisted_ip.size(), 3u);
+  EXPECT_EQ(r.bounce_senders, (std::vector<std::string>{"", "mailer-daemon"}));
+  EXPECT_EQ(r.max_rcpts, 3u);
+  EXPECT_EQ(r.compat, RatelimitCompat::rspamd);
+  EXPECT_EQ(r.expire_seconds, 3600u);
+  EXPECT_EQ(r.reservation_lease_seconds, 30u);
+  EXPECT_TRUE(r.dynamic_rate_limit);
+  EXPECT_EQ(r.ham_factor_rate, 1.05);
+}
+
+TEST(ConfigRatelimit, rate_strings_are_read_strictly) {
+  struct Case {
+    const char* text;
+    double burst, rate;
+  };
+  for (const Case& c : {Case{"3 / 1min", 3, 0.05}, Case{"100/1h", 100, 100.0 / 3600},
+                        Case{"1k / 1d", 1000, 1000.0 / 86400}, Case{"10 / 1.5m", 10, 10.0 / 90},
+                        Case{"5 / 30", 5, 5.0 / 30}, Case{"2m / 1d", 2e6, 2e6 / 86400},
+                        Case{"3 /1m", 3, 0.05}, Case{"1.5 / 1s", 1.5, 1.5}}) {
+    RateBucket b;
+    std::string err;
+    ASSERT_TRUE(parse_rate_string(c.text, b, err)) << c.text << ": " << err;
+    EXPECT_EQ(b.burst, c.burst) << c.text;
+    EXPECT_NEAR(b.rate, c.rate, 1e-12) << c.text;
+  }
+  for (const char* bad : {"1 / 1w", "10 / 1 min", "-3 / 1m", " 3 / 1m", "1 / 0s", "5 per minute",
+                          "", "/ 1m", "3 / m"}) {
+    RateBucket b;
+    std::string err;
+    EXPECT_FALSE(parse_rate_string(bad, b, err)) << "'" << bad << "' was accepted";
+    EXPECT_FALSE(err.empty());
+  }
+}
+
+TEST(ConfigRatelimit, mistakes_stop_start_up_with_line_and_reason) {
+  expect_error("ratelimit {\n  rates {\n    my_limit = \"1 / 1m\";\n  }\n}\n", 3,
+               "'my_limit' is not a family");
+  expect_error("ratelimit {\n  rates {\n    to = { selector = \"ip\"; bucket = \"1 / 1m\"; }\n  }\n}\n",
+               3, "selectors are not supported");
+  expect_error("ratelimit {\n  rates {\n    to = { bucket = [\"10 / 1m\", \"10 / 1h\"]; }\n  }\n}\n",
+               3, "same burst");
+  expect_error("ratelimit {\n  rates {\n    to = \"10 / 1 min\";\n  }\n}\n", 3,
+               "unknown period unit ' min'");
+  expect_error("ratelimit {\n  rates {\n    to = [-1, 1];\n  }\n}\n", 3, "burst must be > 0");
+  expect_error("ratelimit {\n  rates {\n    to = [10, 0];\n  }\n}\n", 3, "rate must be > 0");
+  expect_error("ratelimit {\n  rates {\n    to { bucket { burst = 1; rate = 1; symbol = X; } }\n  }\n}\n",
+               3, "bucket field 'symbol'");
+  expect_error("ratelimit {\n  max_rcpts = 33;\n}\n", 2, "max_rcpts: must be 1..32");
+  expect_error("ratelimit {\n  compat = \"redis\";\n}\n", 2, "compat: 'redis'");
+  expect_error("ratelimit {\n  whitelisted_ip = \"10.0.0.1/8\";\n}\n", 2, "whitelisted_ip");
+  expect_error("ratelimit {\n  whitelisted_rcpts = \"/etc/rcpts.map\";\n}\n", 2, "maps");
+  expect_error("ratelimit {\n  symbol = \"RL\";\n}\n", 2, "unknown option 'symbol'");
+  expect_error("ratelimit {\n  max_rcpts = 2;\n  max_rcpts = 3;\n}\n", 3, "set twice");
+  expect_error("ratelimit {\n  expire = 0;\n}\n", 2, "expire: must be 1s..366d");
+  expect_error("ratelimit = 5;\n", 1, "must be a block");
+  expect_error(
+      "ratelimit {\n  max_rcpts = 20;\n  rates {\n    to = { bucket = [\"1 / 1m\", \"2 / 1m\"]; }\n"
+      "    to_ip = { bucket = [\"1 / 1m\", \"2 / 1m\"]; }\n  }\n}\n",
+      1, "80 buckets per message");
+  expect_error("ratelimit_bind_socket = \"127.0.0.1:11335\";\n", 1,
+               "is also the fuzzy storage's bind_socket");
+  expect_error("ratelimit_bind_socket = \"127.0.0.1:99999\";\n", 1, "ratelimit_bind_socket");
+  expect_error("ratelimit_max_buckets = 0;\n", 1, "ratelimit_max_buckets: must be");
 }
 
 }  // namespace

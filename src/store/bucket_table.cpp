@@ -1,0 +1,197 @@
+// One shard's rate-limit buckets (see bucket_table.h).
+#include "store/bucket_table.h"
+
+#include <algorithm>
+#include <new>
+
+#include "store/table_memory.h"
+
+namespace shingled {
+
+namespace {
+constexpr double kMaxLoad = 0.7;
+// Slots a full table looks at for an empty bucket to drop before it
+// refuses a new one: bounded work on the hot path.
+constexpr size_t kReclaimSlice = 64;
+}  // namespace
+
+BucketTableStats& BucketTableStats::operator+=(const BucketTableStats& o) {
+  decisions += o.decisions;
+  rejects += o.rejects;
+  updates += o.updates;
+  created += o.created;
+  expired += o.expired;
+  full += o.full;
+  resets += o.resets;
+  return *this;
+}
+
+BucketTable::BucketTable(const BucketTableOptions& options)
+    : max_buckets_(std::max<size_t>(options.max_buckets, 1)),
+      idle_expire_ms_(std::max<int64_t>(options.idle_expire_ms, 0)),
+      n_slots_(std::max<size_t>(size_t(double(max_buckets_) / kMaxLoad) + 1, 16)) {
+  slots_ = static_cast<Slot*>(allocate_table_memory(n_slots_ * sizeof(Slot)));
+  if (slots_ == nullptr) throw std::bad_alloc();
+}
+
+BucketTable::~BucketTable() { free_table_memory(slots_, n_slots_ * sizeof(Slot)); }
+
+size_t BucketTable::find(const BucketId& id) const {
+  for (size_t pos = home(id);; pos = next(pos)) {
+    const Slot& s = slots_[pos];
+    if (s.id.lo == 0) return SIZE_MAX;
+    if (s.id == id) return pos;
+  }
+}
+
+const BucketState* BucketTable::find_state(const BucketId& id) const {
+  const size_t pos = find(id);
+  return pos == SIZE_MAX ? nullptr : &slots_[pos].state;
+}
+
+size_t BucketTable::insert(const BucketId& id, int64_t now_ms) {
+  if (live() >= max_buckets_) {
+    sweep(kReclaimSlice, now_ms);
+    if (live() >= max_buckets_) return SIZE_MAX;
+  }
+  size_t pos = home(id);
+  while (slots_[pos].id.lo != 0) pos = next(pos);
+  slots_[pos].id = id;
+  live_.fetch_add(1, std::memory_order_relaxed);
+  ++stats_.created;
+  return pos;
+}
+
+// Backward-shift deletion keeps linear probing free of tombstones: each
+// later slot of the cluster whose home is not cyclically between the hole
+// and itself moves back into the hole.
+void BucketTable::erase_at(size_t pos) {
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  size_t hole = pos;
+  for (size_t at = next(hole); slots_[at].id.lo != 0; at = next(at)) {
+    const size_t want = home(slots_[at].id);
+    const size_t from_home = at >= want ? at - want : at + n_slots_ - want;
+    const size_t from_hole = at >= hole ? at - hole : at + n_slots_ - hole;
+    if (from_home >= from_hole) {
+      slots_[hole] = slots_[at];
+      hole = at;
+    }
+  }
+  slots_[hole].id = BucketId{};
+}
+
+void BucketTable::set_drop_time(Slot& slot, const BucketParams& params) const {
+  const int64_t empty_at = bucket_empty_at(slot.state, params);
+  const int64_t idle_end = slot.state.last_ms > INT64_MAX - idle_expire_ms_
+                               ? INT64_MAX
+                               : slot.state.last_ms + idle_expire_ms_;
+  slot.drop_at_ms = std::max(empty_at, idle_end);
+}
+
+size_t BucketTable::sweep(size_t positions, int64_t now_ms) {
+  size_t dropped = 0;
+  for (size_t n = 0; n < positions && n < n_slots_; ++n) {
+    if (sweep_cursor_ >= n_slots_) sweep_cursor_ = 0;
+    const Slot& s = slots_[sweep_cursor_];
+    if (s.id.lo != 0 && now_ms >= s.drop_at_ms) {
+      erase_at(sweep_cursor_);  // a later slot may have moved here: look again
+      ++dropped;
+      continue;
+    }
+    ++sweep_cursor_;
+  }
+  stats_.expired += dropped;
+  return dropped;
+}
+
+BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
+  BucketResult r;
+  const BucketParams& p = call.params;
+  size_t pos = find(call.id);
+  // A bucket that may be dropped (empty and idle long enough) is as good
+  // as new: an operation that stores one starts it afresh in place (no
+  // erase and re-insert); the others drop it.
+  const bool expired = pos != SIZE_MAX && now_ms >= slots_[pos].drop_at_ms;
+  r.existed = pos != SIZE_MAX && !expired;
+  const bool decides = call.op == BucketOp::check || call.op == BucketOp::reserve ||
+                       call.op == BucketOp::check_and_update;
+  // Operations that need no stored bucket when there is none: an empty
+  // bucket answers them as well as a stored one would.
+  const bool stores = call.op == BucketOp::update || call.op == BucketOp::commit ||
+                      call.op == BucketOp::reserve || call.op == BucketOp::check_and_update ||
+                      (call.op == BucketOp::check && p.arithmetic == BucketArithmetic::rspamd);
+  if (expired) {
+    ++stats_.expired;
+    if (!stores) {
+      erase_at(pos);
+      pos = SIZE_MAX;
+    }
+  }
+  if (call.op == BucketOp::reset) {
+    if (r.existed) {
+      erase_at(pos);
+      ++stats_.resets;
+    }
+    r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
+    return r;
+  }
+  if (pos == SIZE_MAX && stores) {
+    pos = insert(call.id, now_ms);
+    if (pos == SIZE_MAX) {
+      ++stats_.full;
+      r.full = true;
+      r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
+      r.decision.allowed = true;  // fail open: see the header
+      r.decision.wait_ms = 0;
+      return r;
+    }
+  }
+  if (pos != SIZE_MAX && !r.existed) slots_[pos].state = new_bucket(now_ms);
+  if (pos == SIZE_MAX) {  // peek, release, shingled check of an absent bucket
+    r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
+  } else {
+    Slot& slot = slots_[pos];
+    BucketState& s = slot.state;
+    const bool fresh = !r.existed;
+    const MessageOutcome outcome = call.outcome;
+    switch (call.op) {
+      case BucketOp::check:
+        r.decision = bucket_check(s, p, call.cost, now_ms, fresh, false);
+        break;
+      case BucketOp::reserve:
+        r.decision = bucket_check(s, p, call.cost, now_ms, fresh, true);
+        break;
+      case BucketOp::check_and_update:
+        r.decision = bucket_check(s, p, call.cost, now_ms, fresh, false);
+        if (r.decision.allowed) r.decision = bucket_charge(s, p, call.cost, 0, outcome, now_ms);
+        break;
+      case BucketOp::update:
+      case BucketOp::commit:
+        // rspamd's update of a missing bucket creates it without stepping
+        // the multipliers.
+        r.decision = bucket_charge(s, p, call.cost, call.op == BucketOp::commit ? call.cost : 0,
+                                   fresh ? MessageOutcome::uncertain : outcome, now_ms);
+        break;
+      case BucketOp::peek:
+        r.decision = bucket_peek(s, p, call.cost, now_ms, false);
+        break;
+      case BucketOp::release:
+        r.decision = bucket_release(s, p, call.cost, now_ms);
+        break;
+      case BucketOp::reset:
+        break;
+    }
+    if (call.op != BucketOp::peek) set_drop_time(slot, p);
+  }
+  if (decides) {
+    ++stats_.decisions;
+    if (!r.decision.allowed) ++stats_.rejects;
+  }
+  if (call.op == BucketOp::update || call.op == BucketOp::commit ||
+      (call.op == BucketOp::check_and_update && r.decision.allowed)) {
+    ++stats_.updates;
+  }
+  return r;
+}
+
+}  // namespace shingled

@@ -1,0 +1,69 @@
+// A message's phases over its buckets, and the one verdict a reply carries.
+// Pure: the bucket operations each phase needs, and how their results
+// combine, are functions the engine uses whether the buckets sit on one
+// owner core or fan out to several; run_message() does the whole thing on
+// one table (tests, benchmarks, and a one-shard set-up).
+//
+// Phases (spec §2.5-2.6, §3.11, made exact):
+//   check    reserve every bucket; if any refuses, release the others at
+//            once, so a limited message holds nothing (rspamd keeps them
+//            until its cleanup, and its cleanup also takes from the bucket
+//            that refused, P3). Answers the mask of reserved buckets.
+//   update   commit the buckets whose bit the client echoes (reserved at
+//            check), plain update for the others (a message never checked).
+//   release  drop the reservations of the echoed mask; nothing else.
+//   one-shot check, then update or release: one request, the same outcome.
+#pragma once
+
+#include <cstdint>
+
+#include "shingled/ratelimit_wire.h"
+#include "store/bucket_key.h"
+#include "store/bucket_table.h"
+#include "store/ratelimit_rules.h"
+
+namespace shingled {
+
+enum class MessagePhase : uint8_t { one_shot = 1, check = 2, update = 3, release = 4 };
+
+// The first pass of a phase on bucket i; `reserved` is bit i of the mask
+// the client echoed. BucketOp::peek means "nothing to do" (release of an
+// unreserved bucket).
+BucketOp first_pass_op(MessagePhase phase, bool reserved);
+// The second pass of check and one-shot, once every first pass is in:
+// release what was reserved if the message is limited, commit it (one-shot)
+// if not; peek = nothing.
+BucketOp second_pass_op(MessagePhase phase, bool limited, bool reserved_now);
+
+// Per-family message counters; the engine sums them across cores.
+struct RatelimitStats {
+  uint64_t messages = 0;
+  uint64_t limited = 0;
+  uint64_t whitelisted = 0;
+  uint64_t too_many_rcpts = 0;
+  uint64_t store_full = 0;  // messages let through because a bucket could not be stored
+  uint64_t limited_by_family[kRateFamilies] = {};
+  RatelimitStats& operator+=(const RatelimitStats& o);
+};
+
+// Combines the first-pass results of a message's buckets into its reply
+// (without the second pass, which changes no verdict): deciding bucket =
+// the first that refused, else the fullest; the longest wait among the
+// refusing ones; the mask of reservations still held after the phase.
+ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
+                                         const BucketResult* results, MessagePhase phase);
+// A skipped message's reply (whitelisted, too many recipients).
+ratelimit::MessageResult skipped_result(MessageSkip skip);
+
+void count_message(const ratelimit::MessageResult& result, const MessageBuckets& buckets,
+                   RatelimitStats& stats);
+
+// Everything for one message on one table. `results` is scratch of
+// kMaxMessageBuckets entries.
+ratelimit::MessageResult run_message(BucketTable& table, const RatelimitRules& rules,
+                                     const BucketKeySecret& secret, const MessageBuckets& buckets,
+                                     MessagePhase phase, uint64_t echoed_mask,
+                                     MessageOutcome outcome, int64_t now_ms,
+                                     BucketResult* results, RatelimitStats& stats);
+
+}  // namespace shingled

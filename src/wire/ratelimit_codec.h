@@ -1,0 +1,123 @@
+// Decoding and encoding of the rate-limit protocol (include/shingled/
+// ratelimit_wire.h). Pure functions: no store, no I/O, no allocation. The
+// decoder refuses, by reason, anything that is not exactly a valid request;
+// the strings of a decoded request point into the datagram.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "shingled/ratelimit_wire.h"
+
+namespace shingled::ratelimit {
+
+struct IpAddress {
+  uint8_t family = 0;  // 0 none, 4, 6 (the wire's codes)
+  uint8_t bytes[16] = {};
+};
+
+// What a message item says about the message.
+struct Envelope {
+  IpAddress ip;
+  bool has_sender = false;
+  std::string_view sender;  // envelope MAIL FROM; "" for <>
+  std::string_view user;    // "" = not authenticated
+  uint16_t rcpt_count = 0;  // SMTP recipients, >= n_rcpts
+  uint8_t n_rcpts = 0;
+  std::string_view rcpts[kMaxListedRcpts];
+};
+
+struct MessageItem {
+  uint8_t phase = kOneShot;
+  uint8_t outcome = kUncertain;
+  uint64_t reservation_mask = 0;
+  Envelope envelope;
+};
+
+struct BucketItem {
+  uint8_t op = kOpCheckAndUpdate;
+  double burst = 0;
+  double leak = 0;  // per second
+  double cost = 1;
+  std::string_view key;
+};
+
+struct Request {
+  uint8_t kind = kMessage;
+  uint8_t n = 0;
+  uint64_t id = 0;
+  MessageItem messages[kMaxMessages];
+  BucketItem buckets[kMaxBucketItems];
+};
+
+enum class DecodeStatus : uint8_t {
+  ok,
+  too_short,
+  too_long,
+  bad_magic,
+  bad_version,
+  bad_kind,
+  bad_count,
+  bad_reserved,  // a reserved byte or flag bit is not 0
+  bad_phase,
+  bad_outcome,
+  bad_ip_family,
+  bad_rcpts,     // listed > kMaxListedRcpts or > rcpt_count, or an empty recipient
+  bad_mask,      // a reservation mask on one-shot or check
+  bad_op,
+  bad_key,       // empty key
+  bad_number,    // burst <= 0, negative leak or cost, NaN or infinite
+  truncated,
+  trailing_bytes,
+};
+inline constexpr size_t kDecodeStatusCount = size_t(DecodeStatus::trailing_bytes) + 1;
+const char* decode_status_name(DecodeStatus s);
+
+DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out);
+
+// Encoding for clients and tests. Returns the size written to `out`, which
+// must hold kMaxRequest bytes; 0 if the request cannot be encoded (a count,
+// a string length or the total size out of bounds).
+size_t encode_request(const Request& req, uint8_t* out);
+
+struct MessageResult {
+  uint8_t verdict = kAccept;
+  uint8_t flags = 0;
+  uint8_t family = 0;
+  uint8_t rcpt_index = kNoRecipient;
+  uint32_t wait_ms = 0;
+  uint64_t reservation_mask = 0;
+  float level = 0;
+  float capacity = 0;
+  float score = 0;
+  uint8_t buckets = 0;
+};
+
+struct BucketItemResult {
+  uint8_t status = kAllowed;
+  uint8_t flags = 0;
+  uint32_t wait_ms = 0;
+  double level = 0;
+  double capacity = 0;
+};
+
+// Replies. `out` must hold kMaxReply bytes. Return the size.
+size_t encode_refused_reply(const Request& req, uint8_t* out);
+size_t encode_message_reply(const Request& req, const MessageResult* results, uint8_t* out);
+size_t encode_bucket_reply(const Request& req, const BucketItemResult* results, uint8_t* out);
+
+// Reply decoding for clients: false unless the reply is well formed and
+// its size matches its kind and count. `results` must hold kMaxBucketItems
+// of the kind's type; only the array of the reply's kind is filled.
+struct Reply {
+  uint8_t kind = 0;
+  uint8_t n = 0;
+  uint8_t status = kOk;
+  uint64_t id = 0;
+  MessageResult messages[kMaxMessages];
+  BucketItemResult buckets[kMaxBucketItems];
+};
+bool decode_reply(const uint8_t* data, size_t len, Reply& out);
+
+}  // namespace shingled::ratelimit
