@@ -21,6 +21,7 @@ pubkey=$(sed -n 's/.*pubkey = "\(.*\)";/\1/p' "$tmp/keypair.conf")
 cat >"$tmp/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 workers = 1;
 max_hashes = 200k;
 control_socket = "$tmp/ctl.sock";

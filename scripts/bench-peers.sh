@@ -285,6 +285,7 @@ start_shingled() {
   cat >"$d/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$SRV_PORT";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 allow_update = ["127.0.0.1"];
 workers = 1;
 max_hashes = $cap;

@@ -25,6 +25,7 @@ conf() {  # workers
   cat >"$tmp/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 workers = $1;
 max_hashes = $((n * 2));
 hashfile = "$tmp/db";

@@ -85,7 +85,9 @@ inline constexpr size_t kMaxMessages = 16;
 inline constexpr size_t kMaxBucketItems = 64;
 inline constexpr size_t kMaxListedRcpts = 32;
 inline constexpr size_t kMaxString = 255;  // sender, user, recipient, key
-inline constexpr size_t kMaxRequest = 8192;
+// What the receive path takes whole (io/packet_io.h kMaxDatagram): 64 bucket
+// items fit only with short keys; larger batches go as several requests.
+inline constexpr size_t kMaxRequest = 2048;
 inline constexpr uint8_t kNoRecipient = 0xff;
 inline constexpr uint8_t kFlagHasSender = 0x01;
 inline constexpr uint8_t kResultStoreFull = 0x01;

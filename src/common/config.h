@@ -122,9 +122,8 @@ struct Config {
   uint32_t counters_daily_periods = 14;        // two weeks of days
 
   // Rate limits: `ratelimit { rates { ... } ... }` holds rspamd's module
-  // options. The service is not wired into the workers yet (issue 6, engine
-  // integration): until it is, ratelimit_bind_socket is parsed and checked
-  // but opens nothing, and there is no listener by default (11336 then).
+  // options. Listens on 127.0.0.1:11336 by default;
+  // `ratelimit_bind_socket = []` turns the service off.
   RatelimitConfig ratelimit;
   std::vector<ListenAddress> ratelimit_bind_sockets;
   uint64_t ratelimit_max_buckets = 1'000'000;  // live buckets, all shards

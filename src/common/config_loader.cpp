@@ -125,17 +125,15 @@ class Loader {
     }
     if (!not_on_fuzzy_sockets(cfg_.counters_bind_sockets, "counters_bind_socket",
                               counters_bind_given_) ||
-        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket", true)) {
+        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket",
+                              ratelimit_bind_given_)) {
       return false;
     }
-    if (cfg_.io == IoBackendKind::dpdk && !counters_bind_given_) {
-      // The loopback default means nothing to a NIC the kernel does not see:
-      // the counters follow the fuzzy storage's first address, on 11337.
-      cfg_.counters_bind_sockets.clear();
-      ListenAddress a = cfg_.bind_sockets.front();
-      reinterpret_cast<sockaddr_in&>(a.addr).sin_port = htons(11337);
-      a.text = format_sockaddr(reinterpret_cast<const sockaddr*>(&a.addr));
-      if (a.addr.ss_family == AF_INET) cfg_.counters_bind_sockets.push_back(std::move(a));
+    if (cfg_.io == IoBackendKind::dpdk) {
+      // The loopback defaults mean nothing to a NIC the kernel does not see:
+      // the other services follow the fuzzy storage's first address.
+      if (!counters_bind_given_) follow_fuzzy_address(cfg_.counters_bind_sockets, 11337);
+      if (!ratelimit_bind_given_) follow_fuzzy_address(cfg_.ratelimit_bind_sockets, 11336);
     }
     if (cfg_.io == IoBackendKind::dpdk && !check_dpdk()) return false;
     if (max_hashes_line_ != 0 && max_memory_line_ != 0) {
@@ -149,6 +147,15 @@ class Loader {
  private:
   // Another service's listeners may not take the fuzzy storage's address
   // (given or default; given ones are caught as duplicates when parsed).
+  void follow_fuzzy_address(std::vector<ListenAddress>& list, uint16_t port) {
+    list.clear();
+    ListenAddress a = cfg_.bind_sockets.front();
+    if (a.addr.ss_family != AF_INET) return;
+    reinterpret_cast<sockaddr_in&>(a.addr).sin_port = htons(port);
+    a.text = format_sockaddr(reinterpret_cast<const sockaddr*>(&a.addr));
+    list.push_back(std::move(a));
+  }
+
   // `given`: the list comes from the file, not the built-in default (whose
   // clash needs saying how to move it).
   bool not_on_fuzzy_sockets(const std::vector<ListenAddress>& list, const char* name,
@@ -681,6 +688,7 @@ Config default_config() {
   std::string err;
   parse_listen_address("127.0.0.1:11335", cfg.bind_sockets, err);
   parse_listen_address("127.0.0.1:11337", cfg.counters_bind_sockets, err);
+  parse_listen_address("127.0.0.1:11336", cfg.ratelimit_bind_sockets, err);
   for (const char* loopback : {"127.0.0.1", "::1"}) {
     Network net;
     parse_network(loopback, net, err);

@@ -310,7 +310,22 @@ int run(int argc, char** argv) {
   }
 
   const double started = monotonic_seconds();
-  Engine engine(config, *store, keypairs, counters.get());
+  // Rate-limit buckets live in RAM only: a restart forgets them, and every
+  // limit is back to its burst (docs/ratelimit.md).
+  std::unique_ptr<BucketStore> buckets;
+  if (!config.ratelimit_bind_sockets.empty()) {
+    BucketStoreOptions bo;
+    bo.max_buckets = config.ratelimit_max_buckets;
+    bo.idle_expire_ms = RatelimitRules(config.ratelimit).table_options(0).idle_expire_ms;
+    try {
+      buckets = std::make_unique<BucketStore>(bo);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "shingled: cannot allocate the rate-limit buckets for ratelimit_max_buckets = %llu: %s\n",
+              static_cast<unsigned long long>(config.ratelimit_max_buckets), e.what());
+      return 1;
+    }
+  }
+  Engine engine(config, *store, keypairs, counters.get(), buckets.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
   persister.seed(std::move(first_sync));
   persister.start();
@@ -328,6 +343,10 @@ int run(int argc, char** argv) {
   for (const ListenAddress& a : config.counters_bind_sockets) {
     LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),
              static_cast<unsigned long long>(config.counters_max));
+  }
+  for (const ListenAddress& a : config.ratelimit_bind_sockets) {
+    LOG_INFO("rate limits on %s (udp), capacity %llu buckets", a.text.c_str(),
+             static_cast<unsigned long long>(config.ratelimit_max_buckets));
   }
   LOG_INFO("control socket %s", config.control_socket.c_str());
   for (size_t i = 0; i < keypairs.size(); ++i) {

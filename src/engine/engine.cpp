@@ -8,10 +8,13 @@
 namespace shingled {
 
 Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs,
-               CounterStore* counters)
+               CounterStore* counters, BucketStore* buckets)
     : config_(config), store_(store), service_(store, config, std::move(keypairs)) {
   if (counters != nullptr && !config_.counters_bind_sockets.empty()) {
     counter_service_ = std::make_unique<CounterService>(*counters, config_);
+  }
+  if (buckets != nullptr && !config_.ratelimit_bind_sockets.empty()) {
+    ratelimit_service_ = std::make_unique<RatelimitService>(*buckets, config_);
   }
   const std::vector<int> cpus = allowed_cpus();
   worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
@@ -40,6 +43,10 @@ bool Engine::start(std::string& error) {
   if (counter_service_ != nullptr) {
     listeners.insert(listeners.end(), config_.counters_bind_sockets.begin(),
                      config_.counters_bind_sockets.end());
+  }
+  if (ratelimit_service_ != nullptr) {
+    listeners.insert(listeners.end(), config_.ratelimit_bind_sockets.begin(),
+                     config_.ratelimit_bind_sockets.end());
   }
   // The kernel's sockets matter only to the kernel backends: with DPDK the
   // host's own use of a port is another stack's business.

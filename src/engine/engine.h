@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "engine/counter_service.h"
 #include "engine/fuzzy_service.h"
+#include "engine/ratelimit_service.h"
 #include "engine/inbox_message.h"
 #include "common/spsc_ring.h"
 #include "engine/worker.h"
@@ -26,8 +27,10 @@ class Engine {
   // `keypairs`: the decoded server keypairs, the first being the default.
   // `counters`: the shingle counter store, served on counters_bind_sockets
   // (null: no counter service).
+  // `buckets`: the rate-limit buckets, served on ratelimit_bind_sockets
+  // (null: no rate-limit service).
   Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {},
-         CounterStore* counters = nullptr);
+         CounterStore* counters = nullptr, BucketStore* buckets = nullptr);
   ~Engine();
 
   // Before start(): gives each worker a feed for its store changes and
@@ -55,8 +58,15 @@ class Engine {
   unsigned owner_of_counter_shard(unsigned shard) const { return shard % worker_count_; }
   CounterService* counter_service() { return counter_service_.get(); }
   const CounterService* counter_service() const { return counter_service_.get(); }
-  // Listeners: the fuzzy bind_sockets first, then the counters' ones.
+  RatelimitService* ratelimit_service() { return ratelimit_service_.get(); }
+  const RatelimitService* ratelimit_service() const { return ratelimit_service_.get(); }
+  // Listeners: the fuzzy bind_sockets first, then the counters' ones (when
+  // served), then the rate limits' ones (when served).
   uint16_t fuzzy_listener_count() const { return uint16_t(config_.bind_sockets.size()); }
+  uint16_t ratelimit_listener_start() const {
+    return uint16_t(fuzzy_listener_count() +
+                    (counter_service_ ? config_.counters_bind_sockets.size() : 0));
+  }
   SpscRing<InboxMessage>& ring(unsigned from, unsigned to) { return *rings_[from * worker_count_ + to]; }
   Worker& worker_mut(unsigned i) { return *workers_[i]; }
 
@@ -65,6 +75,7 @@ class Engine {
   FuzzyStore& store_;
   FuzzyService service_;
   std::unique_ptr<CounterService> counter_service_;
+  std::unique_ptr<RatelimitService> ratelimit_service_;
   unsigned worker_count_ = 0;
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/fuzzy_service.h"
+#include "store/bucket_table.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 #include "wire/fuzzy_request.h"
@@ -17,10 +18,19 @@
 namespace shingled {
 
 struct InboxMessage {
-  enum Kind : uint8_t { fuzzy_update, index_batch, counter_part, counter_reply };
+  enum Kind : uint8_t {
+    fuzzy_update,
+    index_batch,
+    counter_part,
+    counter_reply,
+    ratelimit_part,
+    ratelimit_reply,
+  };
   static constexpr unsigned kIndexBatch = 24;
   static constexpr unsigned kCounterPart = 7;   // entries per part message
   static constexpr unsigned kCounterReply = 6;  // results per reply message
+  static constexpr unsigned kRatelimitPart = 5;   // bucket calls per part message
+  static constexpr unsigned kRatelimitReply = 7;  // bucket results per reply message
 
   Kind kind;
   uint16_t listener;  // fuzzy_update: which bind_socket the request came in on
@@ -53,11 +63,33 @@ struct InboxMessage {
     uint8_t index[kCounterReply];
     CounterResult results[kCounterReply];
   };
+  // Bucket calls of a rate-limit request for the owner of their shards.
+  // With `answer`, the results come back as ratelimit_reply; without, the
+  // calls are a message's second pass (commit or release), nothing to say.
+  struct RatelimitPart {
+    uint16_t origin;
+    uint16_t slot;
+    uint32_t generation;
+    uint8_t count;
+    bool answer;
+    uint16_t index[kRatelimitPart];  // call positions in the request
+    BucketCall calls[kRatelimitPart];
+  };
+  struct RatelimitReply {
+    uint16_t slot;
+    uint32_t generation;
+    uint8_t count;
+    bool last;  // the last message answering one part
+    uint16_t index[kRatelimitReply];
+    BucketResult results[kRatelimitReply];
+  };
   union {
     fuzzy::Request request;
     IndexItems index;
     CounterPart part;
     CounterReply counter;
+    RatelimitPart bucket_part;
+    RatelimitReply bucket_reply;
   };
 
   InboxMessage() : kind(fuzzy_update), listener(0), peer_len(0), peer{}, seal{}, index{} {}

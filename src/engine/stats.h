@@ -66,6 +66,22 @@ class Counter {
   X(counter_pending_full, "counter requests dropped: too many awaiting other cores")        \
   X(counter_timeouts, "counter requests dropped: another core did not answer within 1 s")   \
   X(counters_expired, "counters removed by the retention sweep")                            \
+  X(ratelimit_requests, "rate-limit requests accepted")                                     \
+  X(ratelimit_malformed, "rate-limit datagrams dropped as malformed")                       \
+  X(ratelimit_refused, "rate-limit requests refused: source outside allow_update")          \
+  X(ratelimit_replayed, "rate-limit resends answered from the reply cache (not applied)")   \
+  X(ratelimit_resends_dropped, "rate-limit resends dropped: the first copy is pending")    \
+  X(ratelimit_messages, "messages decided")                                                \
+  X(ratelimit_limited, "messages limited (soft reject)")                                    \
+  X(ratelimit_whitelisted, "messages whitelisted (recipient or IP)")                        \
+  X(ratelimit_too_many_rcpts, "messages not limited: more recipients than max_rcpts")       \
+  X(ratelimit_store_full, "messages let through: a bucket could not be stored")            \
+  X(ratelimit_bucket_calls, "bucket items of bucket requests")                              \
+  X(ratelimit_parts_sent, "rate-limit bucket calls sent to other owner cores (messages)")   \
+  X(ratelimit_parts_lost, "rate-limit part messages that found the inbox full (fail open)") \
+  X(ratelimit_pending_full, "rate-limit requests dropped: too many awaiting other cores")   \
+  X(ratelimit_timeouts, "rate-limit requests dropped: another core did not answer in 1 s")  \
+  X(ratelimit_buckets_expired, "buckets removed once drained (sweep)")                      \
   X(loop_iterations, "worker loop iterations")                                              \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \
@@ -90,6 +106,13 @@ struct alignas(64) WorkerStats {
   // Counter datagrams dropped, per counters::DecodeStatus (index 0, ok, unused).
   static constexpr size_t kCounterDropReasons = 11;
   Counter counter_malformed_by[kCounterDropReasons];
+
+  // Rate-limit datagrams dropped, per ratelimit::DecodeStatus (0, ok, unused),
+  // and messages limited per family (to, to_ip, to_ip_from, bounce_to,
+  // bounce_to_ip, user).
+  static constexpr size_t kRatelimitDropReasons = 18;
+  Counter ratelimit_malformed_by[kRatelimitDropReasons];
+  Counter ratelimit_limited_by[kRateFamilies];
 
   // Counts a dropped datagram under its reason.
   void count_malformed(fuzzy::DecodeStatus s) {

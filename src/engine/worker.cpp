@@ -33,7 +33,12 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
       ctx_(engine.config().keypair_cache_size),
       feed_(changes),
       counters_(engine.counter_service()),
+      ratelimit_listeners_(engine.ratelimit_listener_start()),
       fuzzy_listeners_(engine.fuzzy_listener_count()) {
+  if (RatelimitService* rl = engine.ratelimit_service()) {
+    RouterPort& port = *this;  // a private base: named here, inside the class
+    ratelimit_ = std::make_unique<RatelimitRouter>(*rl, index, engine.worker_count(), port, stats_);
+  }
   ctx_.changes = changes;
   if (counters_ != nullptr) {
     counter_pending_.resize(kPendingCounters);
@@ -151,6 +156,10 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
 
   for (unsigned i = 0; i < n; ++i) {
     const RxPacket& p = rx[i];
+    if (ratelimit_ != nullptr && p.listener >= ratelimit_listeners_) {
+      ratelimit_->handle_packet(p);
+      continue;
+    }
     if (p.listener >= fuzzy_listeners_ && counters_ != nullptr) {
       handle_counter_packet(p, now);
       continue;
@@ -301,7 +310,20 @@ bool Worker::drain_inboxes(uint32_t now) {
   return any;
 }
 
+void Worker::reply(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
+                   const uint8_t* data, size_t len) {
+  if (!io_->queue_send(listener, peer, peer_len, data, uint32_t(len))) stats_.dropped.add();
+}
+
 void Worker::execute(const InboxMessage& m, uint32_t now) {
+  if (m.kind == InboxMessage::ratelimit_part) {
+    ratelimit_->execute_part(m);
+    return;
+  }
+  if (m.kind == InboxMessage::ratelimit_reply) {
+    ratelimit_->execute_reply(m);
+    return;
+  }
   if (m.kind == InboxMessage::counter_part) {
     execute_counter_part(m, now);
     return;
@@ -602,6 +624,7 @@ void Worker::upkeep(uint32_t now) {
     if (removed) stats_.counters_expired.add(removed);
     if (++upkeep_ticks_ % 100 == 0) expire_counter_requests(tick);
   }
+  if (ratelimit_ != nullptr) ratelimit_->upkeep(int64_t(tick));
   publish_io_counters();
 }
 

@@ -16,6 +16,7 @@
 #include "engine/counter_service.h"
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
+#include "engine/ratelimit_router.h"
 #include "common/spsc_ring.h"
 #include "engine/stats.h"
 #include "io/packet_io.h"
@@ -25,7 +26,7 @@ namespace shingled {
 
 class Engine;
 
-class Worker final : private IndexSink {
+class Worker final : private IndexSink, private RouterPort {
  public:
   // `changes`: where this worker's store changes go (null: not persisted).
   Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, ChangeFeed* changes);
@@ -56,6 +57,10 @@ class Worker final : private IndexSink {
   void flush_index_batches();
   void send_index_batch(unsigned dest);
   bool enqueue(unsigned dest, const InboxMessage& m);
+  // RouterPort (the rate-limit router's way out).
+  bool send_to(unsigned owner, const InboxMessage& m) override { return enqueue(owner, m); }
+  void reply(uint16_t listener, const sockaddr* peer, socklen_t peer_len, const uint8_t* data,
+             size_t len) override;
   bool flush_pending();
   bool inboxes_empty() const;
   void upkeep(uint32_t now);
@@ -117,6 +122,8 @@ class Worker final : private IndexSink {
   uint64_t last_tick_ms_ = 0;
 
   CounterService* counters_;       // null: no counter service
+  std::unique_ptr<RatelimitRouter> ratelimit_;  // null: no rate-limit service
+  uint16_t ratelimit_listeners_;   // listeners from this index on are the rate limits' 
   uint16_t fuzzy_listeners_;       // listeners below this index are the fuzzy service's
   std::vector<PendingCounter> counter_pending_;
   std::vector<uint16_t> counter_free_;

@@ -7,16 +7,16 @@ namespace shingled {
 
 namespace {
 
-bool reserved_by(MessagePhase phase, const BucketResult& r) {
-  return (phase == MessagePhase::check || phase == MessagePhase::one_shot) &&
-         r.decision.allowed && !r.full;
-}
-
 double fill(const BucketDecision& d) {
   return d.capacity > 0 ? (d.level + d.pending) / d.capacity : 0;
 }
 
 }  // namespace
+
+bool reserved_by(MessagePhase phase, const BucketResult& r) {
+  return (phase == MessagePhase::check || phase == MessagePhase::one_shot) &&
+         r.decision.allowed && !r.full;
+}
 
 RatelimitStats& RatelimitStats::operator+=(const RatelimitStats& o) {
   messages += o.messages;
@@ -52,13 +52,12 @@ ratelimit::MessageResult skipped_result(MessageSkip skip) {
   return r;
 }
 
-ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
-                                         const BucketResult* results, MessagePhase phase) {
+ratelimit::MessageResult combine_bucket_results(const BucketMeta* meta, const BucketResult* results,
+                                                size_t n, MessagePhase phase) {
   ratelimit::MessageResult r;
-  if (buckets.skip != MessageSkip::none) return skipped_result(buckets.skip);
-  r.buckets = uint8_t(buckets.n);
+  r.buckets = uint8_t(n);
   size_t deciding = SIZE_MAX;
-  for (size_t i = 0; i < buckets.n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const BucketResult& b = results[i];
     if (b.full) r.flags |= ratelimit::kResultStoreFull;
     if (!b.decision.allowed) {
@@ -71,15 +70,14 @@ ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
     }
   }
   if (phase == MessagePhase::check && r.verdict != ratelimit::kLimit) {
-    for (size_t i = 0; i < buckets.n; ++i) {
+    for (size_t i = 0; i < n; ++i) {
       if (reserved_by(phase, results[i])) r.reservation_mask |= uint64_t(1) << i;
     }
   }
   if (deciding != SIZE_MAX) {
-    const DerivedBucket& b = buckets.items[deciding];
     const BucketDecision& d = results[deciding].decision;
-    r.family = uint8_t(b.family);
-    r.rcpt_index = b.rcpt_index;
+    r.family = uint8_t(meta[deciding].family);
+    r.rcpt_index = meta[deciding].rcpt_index;
     r.level = float(d.level + d.pending);
     r.capacity = float(d.capacity);
     r.score = float(symbol_score(d.level + d.pending, d.capacity));
@@ -87,8 +85,23 @@ ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
   return r;
 }
 
+ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
+                                         const BucketResult* results, MessagePhase phase) {
+  if (buckets.skip != MessageSkip::none) return skipped_result(buckets.skip);
+  BucketMeta meta[kMaxMessageBuckets];
+  for (size_t i = 0; i < buckets.n; ++i) {
+    meta[i] = BucketMeta{buckets.items[i].family, buckets.items[i].rcpt_index};
+  }
+  return combine_bucket_results(meta, results, buckets.n, phase);
+}
+
 void count_message(const ratelimit::MessageResult& result, const MessageBuckets& buckets,
                    RatelimitStats& stats) {
+  count_message_result(result, buckets.skip, stats);
+}
+
+void count_message_result(const ratelimit::MessageResult& result, MessageSkip skip,
+                          RatelimitStats& stats) {
   ++stats.messages;
   if (result.verdict == ratelimit::kLimit) {
     ++stats.limited;
@@ -96,10 +109,10 @@ void count_message(const ratelimit::MessageResult& result, const MessageBuckets&
       ++stats.limited_by_family[result.family - 1];
     }
   }
-  if (buckets.skip == MessageSkip::whitelisted_ip || buckets.skip == MessageSkip::whitelisted_rcpt) {
+  if (skip == MessageSkip::whitelisted_ip || skip == MessageSkip::whitelisted_rcpt) {
     ++stats.whitelisted;
   }
-  if (buckets.skip == MessageSkip::too_many_rcpts) ++stats.too_many_rcpts;
+  if (skip == MessageSkip::too_many_rcpts) ++stats.too_many_rcpts;
   if (result.flags & ratelimit::kResultStoreFull) ++stats.store_full;
 }
 

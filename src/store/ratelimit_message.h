@@ -46,6 +46,24 @@ struct RatelimitStats {
   RatelimitStats& operator+=(const RatelimitStats& o);
 };
 
+// What the verdict needs to know of each of a message's buckets, for an
+// engine that keeps its buckets' results apart from the 40 KB MessageBuckets.
+struct BucketMeta {
+  RateFamily family = RateFamily::to;
+  uint8_t rcpt_index = ratelimit::kNoRecipient;
+};
+
+// Whether the first pass left a reservation on the bucket (the second pass
+// then commits or releases it).
+bool reserved_by(MessagePhase phase, const BucketResult& r);
+
+// combine_results() over n buckets given by their meta (skip: none).
+ratelimit::MessageResult combine_bucket_results(const BucketMeta* meta, const BucketResult* results,
+                                                size_t n, MessagePhase phase);
+// count_message() for a message whose buckets are gone (its skip kept).
+void count_message_result(const ratelimit::MessageResult& result, MessageSkip skip,
+                          RatelimitStats& stats);
+
 // Combines the first-pass results of a message's buckets into its reply
 // (without the second pass, which changes no verdict): deciding bucket =
 // the first that refused, else the fullest; the longest wait among the

@@ -19,6 +19,7 @@ port=$((20000 + RANDOM % 20000))
 cat >"$tmp/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = "127.0.0.1:$((port + 1))";
+ratelimit_bind_socket = [];
 workers = 2;
 max_hashes = 10k;
 counters_max = 100k;

@@ -42,14 +42,15 @@ fi
 
 check "check-config of defaults" bash -c "'$shingled' --check-config | grep -q '127.0.0.1:11335'"
 
-# Start on the embedded defaults unless something already holds 11335 or 11337.
-port_busy() { grep -qE ':1133[57] ' <<<"$(ss -uln 2>/dev/null)"; }
+# Start on the embedded defaults unless something already holds 11335..11337.
+port_busy() { grep -qE ':1133[567] ' <<<"$(ss -uln 2>/dev/null)"; }
 on_defaults=1
 if port_busy; then
-  echo "note: 127.0.0.1:11335 or 11337 is busy; using private ports"
+  echo "note: one of 127.0.0.1:11335..11337 is busy; using private ports"
   on_defaults=0
   port=$((20000 + RANDOM % 20000))
-  printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = "127.0.0.1:%d";\n' "$port" "$((port + 1))" >alt.conf
+  printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = "127.0.0.1:%d";\nratelimit_bind_socket = "127.0.0.1:%d";\n' \
+    "$port" "$((port + 1))" "$((port + 2))" >alt.conf
   "$shingled" --config alt.conf >daemon.log 2>&1 &
 else
   port=11335
@@ -101,7 +102,7 @@ pid=""
 
 # A second daemon on the same hashfile is refused, naming the first.
 lport=$((20000 + RANDOM % 20000))
-printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nhashfile = "%s/db";\ncontrol_socket = "%s/a.sock";\nlog_file = "%s/logs/shingled.log";\n' \
+printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nratelimit_bind_socket = [];\nhashfile = "%s/db";\ncontrol_socket = "%s/a.sock";\nlog_file = "%s/logs/shingled.log";\n' \
   "$lport" "$tmp" "$tmp" "$tmp" >a.conf
 "$shingled" --config a.conf 2>/dev/null &
 pid=$!

@@ -517,6 +517,7 @@ write_shingled_conf() {  # dir port allow [extra-ucl]
     cat >"$1/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$2";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 allow_update = ["$3"];
 workers = 2;
 control_socket = "$1/ctl.sock";

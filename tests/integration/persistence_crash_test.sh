@@ -22,6 +22,7 @@ port=$((20000 + RANDOM % 20000))
 cat >"$tmp/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 workers = 2;
 max_hashes = 1m;
 hashfile = "$tmp/db";

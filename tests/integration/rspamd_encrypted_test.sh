@@ -419,6 +419,7 @@ if [ "$MODE" = shingled ]; then
         echo "# keypair whose pubkey does not belong to its privkey"
         echo "bind_socket = \"127.0.0.1:$P_SHKEY\";"
         echo "counters_bind_socket = [];"
+        echo "ratelimit_bind_socket = [];"
         echo "allow_update = [\"127.0.0.1\"];"
         echo "keypair {"
         grep -E '^\s*privkey\s*=' "$KEYS/enc.kp"

@@ -49,6 +49,7 @@ pubkey=$(sed -n 's/.*pubkey = "\(.*\)";/\1/p' "$tmp/keypair.conf")
 cat >"$tmp/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = [];
+ratelimit_bind_socket = [];
 workers = 2;
 max_hashes = 200k;
 hashfile = "$tmp/db";

@@ -248,7 +248,7 @@ open('live.jsonl', 'w').write('\n'.join(sorted(lines)) + '\n')
 PY
 check "import the daemon's database" bash -c "'$ctl' import --db dbd live.jsonl >/dev/null"
 port=$((20000 + RANDOM % 20000))
-printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nhashfile = "%s/dbd";\ncontrol_socket = "%s/ctl.sock";\n' \
+printf 'bind_socket = "127.0.0.1:%d";\ncounters_bind_socket = [];\nratelimit_bind_socket = [];\nhashfile = "%s/dbd";\ncontrol_socket = "%s/ctl.sock";\n' \
   "$port" "$tmp" "$tmp" >live.conf
 "$shingled" --config live.conf >daemon.log 2>&1 &
 daemon=$!

@@ -507,9 +507,11 @@ TEST(ConfigCounters, a_fuzzy_listener_on_the_counters_default_port_says_what_to_
 namespace shingled {
 namespace {
 
-TEST(ConfigRatelimit, defaults_limit_nothing_and_open_no_listener) {
+TEST(ConfigRatelimit, defaults_limit_nothing_and_listen_on_loopback_11336) {
   const Config cfg = default_config();
-  EXPECT_TRUE(cfg.ratelimit_bind_sockets.empty()) << "off until the engine serves it";
+  ASSERT_EQ(cfg.ratelimit_bind_sockets.size(), 1u);
+  EXPECT_EQ(format_sockaddr(reinterpret_cast<const sockaddr*>(&cfg.ratelimit_bind_sockets[0].addr)),
+            "127.0.0.1:11336");
   EXPECT_EQ(cfg.ratelimit_max_buckets, 1'000'000u);
   for (const auto& family : cfg.ratelimit.rates) EXPECT_TRUE(family.empty());
   EXPECT_EQ(cfg.ratelimit.whitelisted_rcpts, (std::vector<std::string>{"postmaster", "mailer-daemon"}));

@@ -97,17 +97,10 @@ class CounterServiceUdp : public ::testing::Test {
     if (engine_) engine_->stop();
     engine_.reset();
     port_ = free_udp_port();
-    Config config;
+    Config config = test::two_worker_config(allow);
     std::string err;
-    ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(free_udp_port()),
-                                     config.bind_sockets, err));
     ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port_),
                                      config.counters_bind_sockets, err));
-    Network net;
-    ASSERT_TRUE(parse_network(allow, net, err));
-    config.allow_update = {net};
-    config.workers = 2;
-    config.pin_workers = false;
     StoreOptions so;
     so.max_hashes = 1000;
     fuzzy_ = std::make_unique<FuzzyStore>(so);

@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <string>
+
+#include "common/config.h"
+#include "common/net_address.h"
 
 namespace shingled::test {
 
@@ -21,6 +25,23 @@ inline uint16_t free_udp_port() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Two unpinned workers, the fuzzy service on a free loopback port, updates
+// allowed from `allow`, no other service: a test adds the one it tests.
+inline Config two_worker_config(const std::string& allow) {
+  Config config;
+  std::string err;
+  config.bind_sockets.clear();
+  parse_listen_address("127.0.0.1:" + std::to_string(free_udp_port()), config.bind_sockets, err);
+  config.counters_bind_sockets.clear();
+  config.ratelimit_bind_sockets.clear();
+  Network net;
+  parse_network(allow, net, err);
+  config.allow_update = {net};
+  config.workers = 2;
+  config.pin_workers = false;
+  return config;
 }
 
 }  // namespace shingled::test

@@ -1,0 +1,113 @@
+// One worker's side of the rate-limit service: requests that arrive on its
+// sockets, and the bucket calls other workers send it for its shards.
+//
+// A request becomes bucket calls (a message's buckets from the rules, a
+// bucket item its own). Each call runs on the owner core of its bucket's
+// shard, so every bucket is read-modify-written by one core and decisions
+// are exact without locks: this core's calls run at once, the others travel
+// in ratelimit_part messages and come back as ratelimit_reply; the request
+// waits in a pending slot until all are in. Then a check or one-shot
+// message knows its verdict and sends its second pass (release what it
+// reserved if limited; commit it, one-shot, if not) the same way, with no
+// answer expected, and the reply goes out.
+//
+// Resends: rspamd's UDP client repeats an identical datagram when the
+// answer is slow. The reply cache (per worker; a client's datagrams hash to
+// one socket, so to one worker) answers a resend with the bytes already sent,
+// or drops it while the first copy is still pending: nothing is applied twice.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/inbox_message.h"
+#include "engine/ratelimit_service.h"
+#include "engine/stats.h"
+#include "io/packet_io.h"
+#include "wire/reply_cache.h"
+
+namespace shingled {
+
+// What the router needs of its worker.
+class RouterPort {
+ public:
+  virtual ~RouterPort() = default;
+  // Hands a message to worker `owner`'s inbox (queued if its ring is full);
+  // false when even the queue is full.
+  virtual bool send_to(unsigned owner, const InboxMessage& m) = 0;
+  virtual void reply(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
+                     const uint8_t* data, size_t len) = 0;
+};
+
+class RatelimitRouter {
+ public:
+  static constexpr size_t kPendingRequests = 256;
+  static constexpr int64_t kTimeoutMs = 1000;
+
+  RatelimitRouter(RatelimitService& service, unsigned self, unsigned workers, RouterPort& port,
+                  WorkerStats& stats);
+
+  void handle_packet(const RxPacket& p);
+  void execute_part(const InboxMessage& m);   // on the owner
+  void execute_reply(const InboxMessage& m);  // back on the origin
+  // Timers: requests whose parts did not come back in time, and a sweep
+  // slice of one of this core's bucket shards.
+  void upkeep(int64_t now_ms);
+
+  unsigned owner_of(const BucketId& id) const { return service_.store().shard_of(id) % workers_; }
+
+ private:
+  struct Call {
+    BucketCall call;
+    BucketResult result;
+    uint8_t message = 0;  // the request item it belongs to
+    BucketMeta meta;
+  };
+  struct Pending {
+    bool used = false;
+    uint32_t generation = 0;
+    uint16_t listener = 0;
+    socklen_t peer_len = 0;
+    sockaddr_in6 peer{};
+    PeerKey peer_key;
+    uint64_t fingerprint = 0;
+    uint8_t kind = 0;
+    uint8_t n = 0;
+    uint64_t id = 0;
+    uint16_t outstanding = 0;  // parts not answered yet
+    bool lost = false;         // a part could not be sent: its calls fail open
+    int64_t started_ms = 0;
+    MessagePhase phase[ratelimit::kMaxMessages] = {};
+    MessageSkip skip[ratelimit::kMaxMessages] = {};
+    uint16_t first_call[ratelimit::kMaxMessages + 1] = {};
+    std::vector<Call> calls;  // grows to the largest request seen, then reused
+  };
+
+  void build_calls(Pending& pc);
+  void route(uint16_t slot, bool answer, const std::vector<uint16_t>& which);
+  void apply_local(Call& c, int64_t now_ms);
+  void finish(uint16_t slot);
+  void second_pass(uint16_t slot);
+  size_t encode(Pending& pc, uint8_t* reply);
+
+  RatelimitService& service_;
+  unsigned self_;
+  unsigned workers_;
+  RouterPort& port_;
+  WorkerStats& stats_;
+  ReplyCache cache_;
+  std::vector<Pending> pending_;
+  std::vector<uint16_t> free_;
+  std::vector<InboxMessage> parts_;      // per owner: the part being filled
+  std::vector<uint16_t> scratch_calls_;  // call positions for route()
+  ratelimit::Request request_;           // decoding scratch (~13 KB)
+  ratelimit::Request header_;            // the reply's header fields (kind, n, id)
+  ratelimit::MessageResult message_results_[ratelimit::kMaxMessages];
+  MessageBuckets buckets_;               // derivation scratch (~40 KB)
+  unsigned sweep_shard_ = 0;
+  uint64_t upkeep_ticks_ = 0;
+};
+
+}  // namespace shingled

@@ -1,0 +1,50 @@
+// What the rate-limit service does with one datagram (protocol:
+// include/shingled/ratelimit_wire.h, docs/ratelimit.md), shared by every
+// worker: decoding, the update permission check, and turning items into
+// bucket calls (a message's buckets come from the `ratelimit` rules, a
+// bucket item names its own). No I/O and no routing here: each worker's
+// RatelimitRouter sends the calls to the owners of their shards and answers
+// once every part is back.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/config.h"
+#include "store/bucket_store.h"
+#include "store/ratelimit_message.h"
+#include "store/ratelimit_rules.h"
+#include "wire/ratelimit_codec.h"
+
+namespace shingled {
+
+class RatelimitService {
+ public:
+  RatelimitService(BucketStore& store, const Config& config);
+
+  BucketStore& store() { return store_; }
+  const BucketStore& store() const { return store_; }
+  const RatelimitRules& rules() const { return rules_; }
+
+  // Whether `peer` may send this request: everything but a bucket request
+  // made only of peeks changes state, so it needs allow_update.
+  bool permitted(const ratelimit::Request& req, const sockaddr* peer) const;
+
+  // The parameters of a bucket item (a caller's own bucket): its burst and
+  // leak, the arithmetic and reservation lease of the config.
+  BucketParams item_params(const ratelimit::BucketItem& item) const;
+  static BucketOp item_op(uint8_t wire_op);
+
+  // Monotonic milliseconds, the buckets' clock.
+  static int64_t now_ms();
+
+ private:
+  BucketStore& store_;
+  RatelimitRules rules_;
+  std::vector<Network> allow_update_;
+};
+
+}  // namespace shingled

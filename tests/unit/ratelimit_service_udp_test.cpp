@@ -1,0 +1,288 @@
+// The rate-limit service over real UDP with two workers: bucket calls spread
+// over both owner cores and come back as one reply; exactness with several
+// clients hammering one bucket; message verdicts from the `rates` config
+// (limit at the right count, whitelisted recipients, bounces); the
+// two-phase flow (check reserves, update commits, release frees); resends
+// answered from the reply cache without being applied twice; refusals
+// outside allow_update; malformed datagrams dropped and counted.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/little_endian.h"
+#include "common/net_address.h"
+#include "engine/engine.h"
+#include "udp_test_support.h"
+#include "wire/ratelimit_codec.h"
+
+namespace shingled {
+namespace {
+
+using test::free_udp_port;
+
+class RlClient {
+ public:
+  explicit RlClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+    server_.sin_family = AF_INET;
+    server_.sin_port = htons(port);
+    server_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  ~RlClient() { close(fd_); }
+  std::vector<uint8_t> encode(const ratelimit::Request& r) {
+    std::vector<uint8_t> b(ratelimit::kMaxRequest);
+    b.resize(ratelimit::encode_request(r, b.data()));
+    return b;
+  }
+  void send_raw(const std::vector<uint8_t>& b) {
+    sendto(fd_, b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&server_), sizeof server_);
+  }
+  // The raw reply carrying `id`, or empty after `ms`.
+  std::vector<uint8_t> raw_reply(uint64_t id, int ms = 2000) {
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, ms) <= 0) return {};
+      uint8_t buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n >= 16 && load_le64(buf + 8) == id) return std::vector<uint8_t>(buf, buf + n);
+    }
+  }
+  // Sends and decodes; false when nothing (well formed) came back.
+  bool exchange(const ratelimit::Request& r, ratelimit::Reply& out) {
+    send_raw(encode(r));
+    const std::vector<uint8_t> raw = raw_reply(r.id);
+    return !raw.empty() && ratelimit::decode_reply(raw.data(), raw.size(), out);
+  }
+
+ private:
+  int fd_;
+  sockaddr_in server_{};
+};
+
+ratelimit::Request buckets(uint64_t id, uint8_t op, const std::vector<std::string>& keys,
+                           double burst, double leak) {
+  ratelimit::Request r;
+  r.kind = ratelimit::kBucket;
+  r.id = id;
+  r.n = uint8_t(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    r.buckets[i].op = op;
+    r.buckets[i].burst = burst;
+    r.buckets[i].leak = leak;
+    r.buckets[i].cost = 1;
+    r.buckets[i].key = keys[i];
+  }
+  return r;
+}
+
+// One message from 192.0.2.1, MAIL FROM `from`, to `rcpts`.
+ratelimit::Request message(uint64_t id, uint8_t phase, std::string_view from,
+                           const std::vector<std::string_view>& rcpts, uint64_t mask = 0) {
+  ratelimit::Request r;
+  r.kind = ratelimit::kMessage;
+  r.id = id;
+  r.n = 1;
+  ratelimit::MessageItem& m = r.messages[0];
+  m.phase = phase;
+  m.reservation_mask = mask;
+  m.envelope.ip.family = 4;
+  const uint8_t ip[4] = {192, 0, 2, 1};
+  std::memcpy(m.envelope.ip.bytes, ip, 4);
+  m.envelope.has_sender = true;
+  m.envelope.sender = from;
+  m.envelope.rcpt_count = uint16_t(rcpts.size());
+  m.envelope.n_rcpts = uint8_t(rcpts.size());
+  for (size_t i = 0; i < rcpts.size(); ++i) m.envelope.rcpts[i] = rcpts[i];
+  return r;
+}
+
+class RatelimitServiceUdp : public ::testing::Test {
+ protected:
+  void SetUp() override { start("127.0.0.1"); }
+  void TearDown() override {
+    if (engine_) engine_->stop();
+  }
+  void start(const std::string& allow) {
+    if (engine_) engine_->stop();
+    engine_.reset();
+    port_ = free_udp_port();
+    Config config = test::two_worker_config(allow);
+    std::string err;
+    ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port_),
+                                     config.ratelimit_bind_sockets, err));
+    // to: 2 messages, no leak; bounce_to: 1 message, no leak.
+    config.ratelimit.rates[size_t(RateFamily::to) - 1] = {RateBucket{2, 0}};
+    config.ratelimit.rates[size_t(RateFamily::bounce_to) - 1] = {RateBucket{1, 0}};
+    StoreOptions so;
+    so.max_hashes = 1000;
+    fuzzy_ = std::make_unique<FuzzyStore>(so);
+    BucketStoreOptions bo;
+    bo.max_buckets = 100'000;
+    buckets_ = std::make_unique<BucketStore>(bo);
+    engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{}, nullptr,
+                                       buckets_.get());
+    ASSERT_TRUE(engine_->start(err)) << err;
+  }
+  uint64_t stat(Counter WorkerStats::*field) const {
+    uint64_t n = 0;
+    for (unsigned w = 0; w < engine_->worker_count(); ++w) n += (engine_->worker(w).stats().*field).get();
+    return n;
+  }
+
+  uint16_t port_ = 0;
+  std::unique_ptr<FuzzyStore> fuzzy_;
+  std::unique_ptr<BucketStore> buckets_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(RatelimitServiceUdp, bucket_calls_on_both_owners_come_back_in_one_reply) {
+  RlClient c(port_);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) keys.push_back("api:" + std::to_string(i));
+  ratelimit::Reply r;
+  for (uint64_t round = 1; round <= 4; ++round) {
+    ASSERT_TRUE(c.exchange(buckets(round, ratelimit::kOpCheckAndUpdate, keys, 3, 0), r)) << round;
+    ASSERT_EQ(r.n, 40u);
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_EQ(r.buckets[i].status, round <= 3 ? ratelimit::kAllowed : ratelimit::kLimited)
+          << "round " << round << " bucket " << i;
+    }
+  }
+  EXPECT_GT(stat(&WorkerStats::ratelimit_parts_sent), 0u) << "some buckets lived on the other core";
+  ASSERT_TRUE(c.exchange(buckets(9, ratelimit::kOpPeek, keys, 3, 0), r));
+  EXPECT_DOUBLE_EQ(r.buckets[10].level, 3.0);
+}
+
+TEST_F(RatelimitServiceUdp, clients_hammering_one_bucket_get_exactly_its_burst) {
+  constexpr int kThreads = 4, kEach = 500;
+  constexpr double kBurst = 1000;
+  std::atomic<int> allowed{0}, limited{0}, lost{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      RlClient c(port_);
+      for (int i = 0; i < kEach; ++i) {
+        ratelimit::Reply r;
+        const uint64_t id = uint64_t(t) << 32 | uint64_t(i);
+        if (!c.exchange(buckets(id, ratelimit::kOpCheckAndUpdate, {"hot"}, kBurst, 0), r)) {
+          ++lost;
+        } else if (r.buckets[0].status == ratelimit::kAllowed) {
+          ++allowed;
+        } else {
+          ++limited;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_EQ(allowed.load(), int(kBurst)) << "exactly the burst admitted";
+  EXPECT_EQ(limited.load(), kThreads * kEach - int(kBurst));
+}
+
+TEST_F(RatelimitServiceUdp, messages_are_limited_at_the_configured_count_with_their_family) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  for (uint64_t i = 1; i <= 2; ++i) {
+    ASSERT_TRUE(c.exchange(message(i, ratelimit::kOneShot, "a@x.org", {"rcpt@y.org"}), r));
+    EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept) << i;
+  }
+  ASSERT_TRUE(c.exchange(message(3, ratelimit::kOneShot, "a@x.org", {"rcpt@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit);
+  EXPECT_EQ(r.messages[0].family, uint8_t(RateFamily::to));
+  EXPECT_EQ(r.messages[0].rcpt_index, 0u);
+  EXPECT_EQ(r.messages[0].wait_ms, UINT32_MAX) << "no leak: never by waiting";
+  // Each recipient has its own buckets: another one is fresh.
+  ASSERT_TRUE(c.exchange(message(4, ratelimit::kOneShot, "a@x.org", {"other@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+  // Whitelisted recipients are never limited.
+  for (uint64_t i = 5; i <= 8; ++i) {
+    ASSERT_TRUE(c.exchange(message(i, ratelimit::kOneShot, "a@x.org", {"postmaster@y.org"}), r));
+    EXPECT_EQ(r.messages[0].verdict, ratelimit::kWhitelisted);
+  }
+  // Bounces (empty sender) have their own, stricter family.
+  ASSERT_TRUE(c.exchange(message(9, ratelimit::kOneShot, "", {"b@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+  ASSERT_TRUE(c.exchange(message(10, ratelimit::kOneShot, "", {"b@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit);
+  EXPECT_EQ(r.messages[0].family, uint8_t(RateFamily::bounce_to));
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_limited), 2u);
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_whitelisted), 4u);
+}
+
+TEST_F(RatelimitServiceUdp, check_reserves_update_commits_release_frees) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(message(1, ratelimit::kCheck, "a@x.org", {"two@y.org"}), r));
+  ASSERT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+  const uint64_t first = r.messages[0].reservation_mask;
+  EXPECT_NE(first, 0u);
+  ASSERT_TRUE(c.exchange(message(2, ratelimit::kCheck, "a@x.org", {"two@y.org"}), r));
+  ASSERT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+  const uint64_t second = r.messages[0].reservation_mask;
+  ASSERT_TRUE(c.exchange(message(3, ratelimit::kCheck, "a@x.org", {"two@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit) << "two reservations fill the burst of 2";
+  ASSERT_TRUE(c.exchange(message(4, ratelimit::kRelease, "a@x.org", {"two@y.org"}, second), r));
+  ASSERT_TRUE(c.exchange(message(5, ratelimit::kUpdate, "a@x.org", {"two@y.org"}, first), r));
+  ASSERT_TRUE(c.exchange(message(6, ratelimit::kCheck, "a@x.org", {"two@y.org"}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept) << "the released one made room";
+}
+
+TEST_F(RatelimitServiceUdp, a_resend_is_answered_from_the_cache_and_not_applied_again) {
+  RlClient c(port_);
+  const std::vector<uint8_t> req = c.encode(buckets(77, ratelimit::kOpCheckAndUpdate, {"once"}, 5, 0));
+  c.send_raw(req);
+  const std::vector<uint8_t> first = c.raw_reply(77);
+  ASSERT_FALSE(first.empty());
+  c.send_raw(req);  // rspamd's retransmit: the same bytes
+  const std::vector<uint8_t> second = c.raw_reply(77);
+  EXPECT_EQ(second, first) << "the same answer";
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(buckets(78, ratelimit::kOpPeek, {"once"}, 5, 0), r));
+  EXPECT_DOUBLE_EQ(r.buckets[0].level, 1.0) << "charged once";
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_replayed), 1u);
+}
+
+TEST_F(RatelimitServiceUdp, outside_allow_update_only_peeks_are_answered) {
+  start("10.9.9.9");
+  RlClient c(port_);
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(buckets(1, ratelimit::kOpCheckAndUpdate, {"k"}, 5, 0), r));
+  EXPECT_EQ(r.status, ratelimit::kRefused);
+  ASSERT_TRUE(c.exchange(message(2, ratelimit::kOneShot, "a@x.org", {"r@y.org"}), r));
+  EXPECT_EQ(r.status, ratelimit::kRefused);
+  ASSERT_TRUE(c.exchange(buckets(3, ratelimit::kOpPeek, {"k"}, 5, 0), r));
+  EXPECT_EQ(r.status, ratelimit::kOk);
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_refused), 2u);
+}
+
+TEST_F(RatelimitServiceUdp, malformed_datagrams_are_dropped_and_counted_by_reason) {
+  RlClient c(port_);
+  c.send_raw({'s', 'h', 'r', 'l', 9});  // too short
+  std::vector<uint8_t> bad = c.encode(buckets(5, ratelimit::kOpCheck, {"k"}, 5, 0));
+  bad[4] = 7;  // version
+  c.send_raw(bad);
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(buckets(6, ratelimit::kOpPeek, {"k"}, 5, 0), r)) << "still answering";
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_malformed), 2u);
+  uint64_t bad_version = 0;
+  for (unsigned w = 0; w < engine_->worker_count(); ++w) {
+    bad_version += engine_->worker(w)
+                       .stats()
+                       .ratelimit_malformed_by[size_t(ratelimit::DecodeStatus::bad_version)]
+                       .get();
+  }
+  EXPECT_EQ(bad_version, 1u);
+}
+
+}  // namespace
+}  // namespace shingled
