@@ -4,6 +4,8 @@
 # namespace of its own; kernel clients in a second namespace reach it over
 # the veth. Checks: ARP resolves, ping answers, fuzzy_probe and shingle-load
 # (kernel UDP sockets) write and check hashes with every answer verified;
+# shinglectl counters adds to 64 counters and reads them back in one reply
+# of 3,088 bytes, which leaves DPDK as IPv4 fragments the client reassembles;
 # malformed frames, bad checksums and fragments sent raw are dropped under
 # their own counters (shinglectl stats) without disturbing the rest; SIGTERM
 # stops it cleanly. Needs root, iproute2, iputils-arping, iputils-ping,
@@ -63,6 +65,7 @@ PREFIX="shingled-test-$id"
 SRV_IP=10.199.$((id % 200)).2
 CLI_IP=10.199.$((id % 200)).1
 PORT=11335
+CPORT=11337
 TMP=$(mktemp -d /tmp/dpdk-veth-test.XXXXXX)
 PID=""
 
@@ -107,6 +110,7 @@ dpdk_eal_args = "--no-huge -m 256 --no-pci --no-telemetry --file-prefix $PREFIX 
 dpdk_ports = "net_af_packet0";
 dpdk_addresses = "$SRV_IP/24";
 bind_socket = "0.0.0.0:$PORT";
+counters_bind_socket = "0.0.0.0:$CPORT";
 allow_update = ["$CLI_IP"];
 control_socket = "$TMP/ctl.sock";
 hashfile = "$TMP/db";
@@ -188,6 +192,51 @@ out=$(load check --stored 5000 --duration 3); rc=$?
 json_ok "$out" "d['wrong'] == 0 and d['answered'] > 1000 and d['exact_hits'] > 0 and d['shingle_hits'] > 0 and $rc == 0 and d['lost'] <= d['sent'] // 1000" &&
   pass load_check_mix "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("answered %d, exact %d, near %d, wrong %d, lost %d, %.0f req/s" % (d["answered"], d["exact_hits"], d["shingle_hits"], d["wrong"], d["lost"], d.get("req_per_s", 0)))' "$out")" ||
   fail load_check_mix "rc=$rc $(echo "$out" | head -c 600) $(head -3 "$TMP/load.err")"
+
+# ------------------------------------------------------------------ counters: a reply in fragments
+# 64 counters: add 3 to all, then 4 to the first 32; one read of all 64
+# answers 3,088 bytes, more than one frame: it must leave as IPv4 fragments
+# (net.tx_fragmented) and reach the kernel client whole, with every value right.
+ctr_all=""
+for i in $(seq 0 63); do ctr_all="$ctr_all 14:$((0x5791f8ca0000 + i * 7919))"; done
+ctr_first=$(echo $ctr_all | cut -d' ' -f1-32)
+counters() { in_cli "$SHINGLECTL" counters "$@" --server "$SRV_IP:$CPORT" --prefix dpdk_test --timeout 2000; }
+frag_before=$(net_counter "$(stats)" tx_fragmented)
+# shellcheck disable=SC2086  # one argument per counter
+if counters add $ctr_all --delta 3 >"$TMP/ctr.add" 2>&1 && counters add $ctr_first --delta 4 >>"$TMP/ctr.add" 2>&1; then
+  pass counters_add "64 counters +3, 32 of them +4 more"
+else
+  fail counters_add "$(tail -3 "$TMP/ctr.add" | tr '\n' ' ')"
+fi
+# shellcheck disable=SC2086
+counters get $ctr_all --json >"$TMP/ctr.get" 2>&1; rc=$?
+if values=$(python3 - "$TMP/ctr.get" "$ctr_all" <<'PY'
+import json, sys
+names = sys.argv[2].split()
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+want = {'14:0x%016x' % int(n.split(':')[1]): (7 if i < 32 else 3) for i, n in enumerate(names)}
+got = {r['counter']: r for r in rows}
+bad = [(c, got.get(c)) for c, v in want.items()
+       if c not in got or got[c]['hour'] != v or got[c]['day'] != v or got[c]['two_weeks'] != v]
+print('%d rows, %d wrong %s' % (len(rows), len(bad), bad[:3]))
+sys.exit(0 if len(rows) == 64 and not bad else 1)
+PY
+); then
+  ok_get=1
+else
+  ok_get=0
+fi
+frag_after=$frag_before
+for _ in $(seq 20); do  # the worker publishes its counters every few ms
+  frag_after=$(net_counter "$(stats)" tx_fragmented)
+  [ "$frag_after" -gt "$frag_before" ] && break
+  sleep 0.1
+done
+if [ $rc -eq 0 ] && [ $ok_get = 1 ] && [ "$frag_after" -gt "$frag_before" ]; then
+  pass counters_get_fragmented_reply "$values in one 3,088-byte reply; net.tx_fragmented $frag_before -> $frag_after"
+else
+  fail counters_get_fragmented_reply "rc=$rc, values: $values; tx_fragmented $frag_before -> $frag_after: $(head -c 300 "$TMP/ctr.get")"
+fi
 
 # ------------------------------------------------------------------ hostile frames
 # Each kind is sent K times straight onto the wire (AF_PACKET in the client
