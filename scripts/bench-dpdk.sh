@@ -10,10 +10,10 @@
 #           bench/dpdk_memif_driver the client end; the driver sends fuzzy
 #           CHECKs as Ethernet/IPv4/UDP frames and verifies every reply with
 #           shingle-load's verifier. No kernel on the packet path.
-#   veth    (optional, PATHS="... veth") the earlier comparison: one veth
-#           pair between namespaces, DPDK through net_af_packet and io_uring
-#           through the kernel on the same veth, shingle-load in the other
-#           namespace. The kernel's veth transfer bounds both.
+#   veth    (optional, PATHS="... veth") the earlier DPDK path: shingled
+#           reads one end of a veth pair through net_af_packet, shingle-load
+#           sends from a namespace at the other end. The kernel's veth
+#           transfer and AF_PACKET copy, not shingled, bound it.
 #
 # Runs alternate between the paths (RUNS rounds), each on a fresh server
 # filled with STORED hashes; every reply is verified (wrong or lost fails
