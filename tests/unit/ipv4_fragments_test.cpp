@@ -169,6 +169,21 @@ TEST_F(Ipv4FragmentsTest, every_fragment_has_its_own_header_fields_and_checksum)
   EXPECT_EQ(0, std::memcmp(datagram.data() + 8, payload.data(), payload.size()));
 }
 
+TEST_F(Ipv4FragmentsTest, every_size_from_one_frame_to_the_limit_matches_the_reference) {
+  // Odd sizes, sizes that end a fragment exactly, and ones that spill 1 byte.
+  std::vector<uint32_t> sizes = {1473, 1474, 2951, 2952, 2953, kMaxFragmentedUdpPayload};
+  for (uint32_t n = 1475; n < kMaxFragmentedUdpPayload; n += 97) sizes.push_back(n);
+  for (const uint32_t n : sizes) {
+    const Bytes payload = pattern(n);
+    const Built b = send(payload);
+    const std::vector<Bytes> ref = reference_fragments(payload, ip_id(b));
+    ASSERT_EQ(b.tx.frames, ref.size()) << n << " bytes";
+    for (unsigned i = 0; i < b.tx.frames; ++i) {
+      ASSERT_EQ(b.frame(i), ref[i]) << n << " bytes, fragment " << i;
+    }
+  }
+}
+
 TEST_F(Ipv4FragmentsTest, checksums_of_fragments_are_computed_even_with_offload) {
   const Bytes payload = pattern(2000);
   const Built b = send(payload, TxChecksum::offload);
