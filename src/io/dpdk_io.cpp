@@ -99,6 +99,10 @@ std::unique_ptr<DpdkIo> DpdkIo::create(unsigned worker, const std::vector<Listen
     net::StackConfig c = base;
     std::memcpy(c.mac, sp.mac, 6);
     c.port_index = uint8_t(i);
+    // Every (worker, port) stack its own IPv4 id residue: fragments of two
+    // replies to one client never share an id, whichever cores send them.
+    c.ip_id_stride = uint16_t(std::min<size_t>(shared.pools.size() * shared.ports.size(), 65535));
+    c.ip_id_offset = uint16_t((worker * shared.ports.size() + i) % c.ip_id_stride);
     p.stack = std::make_unique<net::L2L4Stack>(c);
     io->ports_.push_back(std::move(p));
   }
@@ -225,26 +229,38 @@ bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_
   std::memcpy(&in, peer, sizeof in);
   const net::PeerHint hint = net::peer_hint(in);
   Port& p = ports_[hint.port < ports_.size() ? hint.port : 0];
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) {
+  // One mbuf per frame: a reply larger than one frame leaves as IPv4
+  // fragments, each its own single-segment mbuf (every PMD sends those;
+  // chained mbufs would need MULTI_SEGS).
+  static_assert(net::udp_frame_count(kMaxReply) <= net::kMaxTxFrames,
+                "the largest reply must fit the layer's fragments");
+  static_assert(RTE_MBUF_DEFAULT_DATAROOM >= net::kMaxFrame, "a frame must fit one mbuf");
+  const unsigned frames = net::udp_frame_count(len);
+  rte_mbuf* m[net::kMaxTxFrames];
+  uint8_t* out[net::kMaxTxFrames];
+  if (rte_pktmbuf_alloc_bulk(pool_, m, frames) != 0) {
     ++counters_.tx_queue_full;
     return false;
   }
-  static_assert(RTE_MBUF_DEFAULT_DATAROOM >= net::kMaxFrame, "a frame must fit one mbuf");
-  const auto tx = p.stack->build_udp(rte_pktmbuf_mtod(m, uint8_t*), listener, in, data, len, now_ms_,
+  for (unsigned i = 0; i < frames; ++i) out[i] = rte_pktmbuf_mtod(m[i], uint8_t*);
+  const auto tx = p.stack->build_udp(std::span<uint8_t* const>(out, frames), listener, in, data,
+                                     len, now_ms_,
                                      p.tx_checksum ? net::TxChecksum::offload : net::TxChecksum::software);
-  if (tx.len == 0) {
-    rte_pktmbuf_free(m);
-    return true;  // dropped by the layer (no route, too big), counted there
+  // Frames the layer did not use: all of them when it dropped the reply (no
+  // route, counted there), all but the first when an ARP request went out.
+  for (unsigned i = tx.frames; i < frames; ++i) rte_pktmbuf_free(m[i]);
+  for (unsigned i = 0; i < tx.frames; ++i) {
+    const uint32_t flen = tx.frame_len(i);
+    m[i]->data_len = uint16_t(flen);
+    m[i]->pkt_len = flen;
+    // The layer leaves checksums to the NIC only in a single UDP frame.
+    if (p.tx_checksum && tx.frames == 1 && !tx.arp_request) {
+      m[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+      m[i]->l2_len = net::kEthHeader;
+      m[i]->l3_len = net::kIpv4MinHeader;
+    }
+    enqueue_tx(p, m[i], flen);
   }
-  m->data_len = uint16_t(tx.len);
-  m->pkt_len = tx.len;
-  if (p.tx_checksum && !tx.arp_request) {
-    m->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
-    m->l2_len = net::kEthHeader;
-    m->l3_len = net::kIpv4MinHeader;
-  }
-  enqueue_tx(p, m, tx.len);
   return true;
 }
 

@@ -4,10 +4,16 @@
 # namespace of its own; kernel clients in a second namespace reach it over
 # the veth. Checks: ARP resolves, ping answers, fuzzy_probe and shingle-load
 # (kernel UDP sockets) write and check hashes with every answer verified;
+# shinglectl counters adds to 64 counters and reads them back in one reply
+# of 3,088 bytes, which leaves DPDK as IPv4 fragments the client reassembles;
+# a real rspamd 3.4 in the client namespace adds a mail with fuzzy_add and
+# then finds it, and its near-duplicate by shingles, through fuzzy_check;
 # malformed frames, bad checksums and fragments sent raw are dropped under
 # their own counters (shinglectl stats) without disturbing the rest; SIGTERM
 # stops it cleanly. Needs root, iproute2, iputils-arping, iputils-ping,
-# ethtool, python3 and a shingled built with DPDK. Where any of that is
+# ethtool, python3, rspamd (with rspamc), the spec's test mails
+# (SHINGLED_VECTORS, default ../shared/spec/vectors) and a shingled built
+# with DPDK. Where any of that is
 # missing the run FAILS and says why: it never passes without testing.
 #
 #   tests/integration/dpdk_veth_test.sh --build BUILD_DIR [--keep]
@@ -47,11 +53,15 @@ PROBE="$BUILD/tests/fuzzy_probe"
 LOAD="$BUILD/tools/shingle-load"
 [ -n "$BUILD" ] || cannot_run "no --build BUILD_DIR given"
 [ "$(id -u)" -eq 0 ] || cannot_run "must run as root (network namespaces, AF_PACKET)"
-for t in ip arping ping ethtool python3 timeout; do
+for t in ip arping ping ethtool python3 timeout rspamd rspamc; do
   command -v "$t" >/dev/null || cannot_run "$t not found (scripts/install-deps.sh installs it)"
 done
 for b in "$SHINGLED" "$SHINGLECTL" "$PROBE" "$LOAD"; do
   [ -x "$b" ] || cannot_run "$b is not built"
+done
+MAILS="${SHINGLED_VECTORS:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/spec/vectors}/mail"
+for m in msg1 msg2 msg3; do
+  [ -r "$MAILS/$m.eml" ] || cannot_run "no test mail $MAILS/$m.eml (set SHINGLED_VECTORS)"
 done
 
 id=$$
@@ -63,10 +73,17 @@ PREFIX="shingled-test-$id"
 SRV_IP=10.199.$((id % 200)).2
 CLI_IP=10.199.$((id % 200)).1
 PORT=11335
+CPORT=11337
 TMP=$(mktemp -d /tmp/dpdk-veth-test.XXXXXX)
 PID=""
+RSPAMD_PID=""
 
 cleanup() {
+  if [ -n "$RSPAMD_PID" ] && kill -0 "$RSPAMD_PID" 2>/dev/null; then
+    kill "$RSPAMD_PID" 2>/dev/null  # its workers follow their main process
+    for _ in $(seq 50); do kill -0 "$RSPAMD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$RSPAMD_PID" 2>/dev/null
+  fi
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
     kill "$PID" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
@@ -107,6 +124,7 @@ dpdk_eal_args = "--no-huge -m 256 --no-pci --no-telemetry --file-prefix $PREFIX 
 dpdk_ports = "net_af_packet0";
 dpdk_addresses = "$SRV_IP/24";
 bind_socket = "0.0.0.0:$PORT";
+counters_bind_socket = "0.0.0.0:$CPORT";
 allow_update = ["$CLI_IP"];
 control_socket = "$TMP/ctl.sock";
 hashfile = "$TMP/db";
@@ -188,6 +206,131 @@ out=$(load check --stored 5000 --duration 3); rc=$?
 json_ok "$out" "d['wrong'] == 0 and d['answered'] > 1000 and d['exact_hits'] > 0 and d['shingle_hits'] > 0 and $rc == 0 and d['lost'] <= d['sent'] // 1000" &&
   pass load_check_mix "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("answered %d, exact %d, near %d, wrong %d, lost %d, %.0f req/s" % (d["answered"], d["exact_hits"], d["shingle_hits"], d["wrong"], d["lost"], d.get("req_per_s", 0)))' "$out")" ||
   fail load_check_mix "rc=$rc $(echo "$out" | head -c 600) $(head -3 "$TMP/load.err")"
+
+# ------------------------------------------------------------------ counters: a reply in fragments
+# 64 counters: add 3 to all, then 4 to the first 32; one read of all 64
+# answers 3,088 bytes, more than one frame: it must leave as IPv4 fragments
+# (net.tx_fragmented) and reach the kernel client whole, with every value right.
+ctr_all=""
+for i in $(seq 0 63); do ctr_all="$ctr_all 14:$((0x5791f8ca0000 + i * 7919))"; done
+ctr_first=$(echo $ctr_all | cut -d' ' -f1-32)
+counters() { in_cli "$SHINGLECTL" counters "$@" --server "$SRV_IP:$CPORT" --prefix dpdk_test --timeout 2000; }
+frag_before=$(net_counter "$(stats)" tx_fragmented)
+# shellcheck disable=SC2086  # one argument per counter
+if counters add $ctr_all --delta 3 >"$TMP/ctr.add" 2>&1 && counters add $ctr_first --delta 4 >>"$TMP/ctr.add" 2>&1; then
+  pass counters_add "64 counters +3, 32 of them +4 more"
+else
+  fail counters_add "$(tail -3 "$TMP/ctr.add" | tr '\n' ' ')"
+fi
+# shellcheck disable=SC2086
+counters get $ctr_all --json >"$TMP/ctr.get" 2>&1; rc=$?
+if values=$(python3 - "$TMP/ctr.get" "$ctr_all" <<'PY'
+import json, sys
+names = sys.argv[2].split()
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+want = {'14:0x%016x' % int(n.split(':')[1]): (7 if i < 32 else 3) for i, n in enumerate(names)}
+got = {r['counter']: r for r in rows}
+bad = [(c, got.get(c)) for c, v in want.items()
+       if c not in got or got[c]['hour'] != v or got[c]['day'] != v or got[c]['two_weeks'] != v]
+print('%d rows, %d wrong%s' % (len(rows), len(bad), (': %s' % bad[:3]) if bad else ''))
+sys.exit(0 if len(rows) == 64 and not bad else 1)
+PY
+); then
+  ok_get=1
+else
+  ok_get=0
+fi
+frag_after=$frag_before
+for _ in $(seq 20); do  # the worker publishes its counters every few ms
+  frag_after=$(net_counter "$(stats)" tx_fragmented)
+  [ "$frag_after" -gt "$frag_before" ] && break
+  sleep 0.1
+done
+if [ $rc -eq 0 ] && [ $ok_get = 1 ] && [ "$frag_after" -gt "$frag_before" ]; then
+  pass counters_get_fragmented_reply "$values in one 3,088-byte reply; net.tx_fragmented $frag_before -> $frag_after"
+else
+  fail counters_get_fragmented_reply "rc=$rc, values: $values; tx_fragmented $frag_before -> $frag_after: $(head -c 300 "$TMP/ctr.get")"
+fi
+
+# ------------------------------------------------------------------ real rspamd
+# rspamd 3.4 (Debian's) in the client namespace, its fuzzy_check rule
+# pointing at shingled on DPDK: fuzzy_add of msg1 through its controller,
+# then a scan of msg1 must hit exactly (flag 1, prob 1), msg2 (msg1 with 3
+# words changed) by shingles, and msg3 (never added) not at all.
+R="$TMP/rspamd"
+mkdir -p "$R/db" "$R/run" "$R/mail"
+cp "$MAILS/msg1.eml" "$MAILS/msg2.eml" "$MAILS/msg3.eml" "$R/mail/"
+printf 'com\norg\nnet\n' >"$R/tld.dat"   # the stock TLD list takes ~16 s to compile
+cat >"$R/rspamd.conf" <<CONF
+options {
+  pidfile = "$R/run/rspamd.pid"; filters = "fuzzy_check"; url_tld = "$R/tld.dat";
+  hs_cache_dir = "$R/db"; cache_file = "$R/db/symbols.cache"; dynamic_conf = "$R/db/dynamic";
+  history_file = "$R/db/history"; stats_file = "$R/db/stats.ucl"; local_addrs = []; task_timeout = 8s;
+}
+logging { type = "file"; filename = "$R/rspamd.log"; level = "info"; }
+worker "normal" { bind_socket = "127.0.0.1:11333"; count = 1; mime = true; }
+worker "controller" { bind_socket = "127.0.0.1:11334"; count = 1; secure_ip = "127.0.0.1"; }
+actions { reject = 1000; }
+group "fuzzy_test" { max_score = 1000; symbols { FUZZY_DPDK { weight = 10.0; } } }
+fuzzy_check {
+  min_bytes = 1k; timeout = 2s; retransmits = 1;
+  rule "dpdk" {
+    servers = "$SRV_IP:$PORT"; read_only = false; max_score = 100.0; mime_types = ["*"];
+    short_text_direct_hash = true; min_length = 64;
+    fuzzy_map = { FUZZY_DPDK { max_score = 100.0; flag = 1; } }
+  }
+}
+CONF
+# the namespace's own loopback: ports 11333/11334 are nobody else's there
+# (ip netns exec, not the in_cli function: a function sent to the background
+# is a subshell, and $! would name it rather than rspamd)
+ip netns exec "$NS_CLI" rspamd -f -u root -g root -c "$R/rspamd.conf" --var DBDIR="$R/db" \
+  --var RUNDIR="$R/run" --var LOGDIR="$R" >"$R/stdout.log" 2>&1 &
+RSPAMD_PID=$!
+rspamc_() { in_cli timeout -k 2 10 rspamc -t 5 "$@"; }
+ready=0
+for _ in $(seq 100); do
+  kill -0 "$RSPAMD_PID" 2>/dev/null || break
+  rspamc_ -h 127.0.0.1:11334 stat >/dev/null 2>&1 && rspamc_ -h 127.0.0.1:11333 symbols "$R/mail/msg3.eml" >/dev/null 2>&1 &&
+    { ready=1; break; }
+  sleep 0.2
+done
+# fuzzy_symbol FILE -> "NAME OPTION" of FUZZY_DPDK in rspamc --json output, or nothing
+fuzzy_symbol() {
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["symbols"].get("FUZZY_DPDK"); print("FUZZY_DPDK %s %.3f" % ("|".join(s.get("options", [])), s.get("score", 0)) if s else "")' "$1"
+}
+if [ $ready = 1 ]; then
+  rspamc_ -h 127.0.0.1:11334 --json -f 1 -w 10 fuzzy_add "$R/mail/msg1.eml" >"$R/add.json" 2>&1
+  hash=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["hashes"][0] if d.get("success") is True and len(d.get("hashes", [])) == 1 else "")' "$R/add.json" 2>/dev/null)
+  if [ -n "$hash" ]; then
+    pass rspamd_fuzzy_add "rspamc fuzzy_add -f 1 -w 10 msg1 -> ${hash:0:16}..."
+  else
+    fail rspamd_fuzzy_add "$(head -c 300 "$R/add.json")"
+  fi
+  for m in msg1:exact msg2:near msg3:none; do
+    mail=${m%%:*} want=${m#*:}
+    rspamc_ -h 127.0.0.1:11333 --json symbols "$R/mail/$mail.eml" >"$R/$mail.json" 2>&1
+    sym=$(fuzzy_symbol "$R/$mail.json" 2>/dev/null) || sym="unreadable: $(head -c 200 "$R/$mail.json")"
+    opt=$(echo "$sym" | awk '{print $2}')   # FLAG:DIGEST10:PROB:TYPE
+    IFS=: read -r o_flag o_digest o_prob _ <<<"$opt"
+    case $want in
+      exact) ok=$([ "${o_flag:-}" = 1 ] && [ -n "$hash" ] && [ "${o_digest:-}" = "${hash:0:10}" ] && [ "${o_prob:-}" = 1.00 ] && echo 1) ;;
+      near) ok=$([ "${o_flag:-}" = 1 ] && [ -n "$hash" ] && [ "${o_digest:-}" = "${hash:0:10}" ] &&
+                 python3 -c 'import sys; sys.exit(0 if 0.5 < float(sys.argv[1]) < 1 else 1)' "${o_prob:-0}" && echo 1) ;;
+      none) ok=$([ -z "$sym" ] && echo 1) ;;
+    esac
+    if [ "${ok:-}" = 1 ]; then
+      pass "rspamd_check_${mail}_$want" "${sym:-no FUZZY_DPDK symbol}"
+    else
+      fail "rspamd_check_${mail}_$want" "got '${sym}' (added hash ${hash:0:10})"
+    fi
+  done
+else
+  fail rspamd_starts "rspamd did not answer in the client namespace within 20 s: $(tail -3 "$R/stdout.log" | tr '\n' ' ')"
+fi
+kill "$RSPAMD_PID" 2>/dev/null
+wait "$RSPAMD_PID" 2>/dev/null
+RSPAMD_PID=""
 
 # ------------------------------------------------------------------ hostile frames
 # Each kind is sent K times straight onto the wire (AF_PACKET in the client

@@ -372,13 +372,14 @@ TEST_F(L2L4StackTest, a_peer_behind_a_router_is_answered_through_the_router) {
   EXPECT_EQ(get32(out + 14 + 16), 0xc0000201u);
 }
 
-TEST_F(L2L4StackTest, replies_larger_than_one_frame_are_dropped_and_counted) {
+TEST_F(L2L4StackTest, a_reply_larger_than_one_frame_needs_buffers_for_its_fragments) {
   Bytes req = test::ipv4_frame(FrameSpec{}, {1});
   const RxResult r = feed(req);
   std::vector<uint8_t> big(kMaxUdpPayload + 1, 0);
   uint8_t out[kMaxFrame];
   EXPECT_EQ(stack.build_udp(out, 0, r.peer, big.data(), uint32_t(big.size()), now,
-                            TxChecksum::software).len, 0u);
+                            TxChecksum::software).len, 0u)
+      << "one buffer given: the fragments have nowhere to go (ipv4_fragments_test sends them)";
   EXPECT_EQ(stack.counters().tx_too_big, 1u);
   EXPECT_GT(stack.build_udp(out, 0, r.peer, big.data(), kMaxUdpPayload, now,
                             TxChecksum::software).len, 0u);

@@ -166,10 +166,20 @@ RxResult L2L4Stack::on_udp(uint8_t* frame, uint32_t ihl, uint32_t ip_len, int lo
   return r;
 }
 
-L2L4Stack::TxResult L2L4Stack::build_udp(uint8_t* out, uint16_t listener, const sockaddr_in& peer,
-                                         const uint8_t* payload, uint32_t payload_len,
-                                         uint64_t now_ms, TxChecksum checksum) {
-  if (payload_len > kMaxUdpPayload) {
+uint16_t L2L4Stack::next_ip_id() {
+  // k * stride stays below 65536 (k wraps at 65536 / stride), so the ids of
+  // two stacks with different offsets below the stride never meet.
+  const uint32_t stride = std::max<uint32_t>(config_.ip_id_stride, 1);
+  const uint32_t k = ip_id_count_++ % (65536 / stride);
+  return uint16_t(config_.ip_id_offset % stride + k * stride);
+}
+
+L2L4Stack::TxResult L2L4Stack::build_udp(std::span<uint8_t* const> out, uint16_t listener,
+                                         const sockaddr_in& peer, const uint8_t* payload,
+                                         uint32_t payload_len, uint64_t now_ms,
+                                         TxChecksum checksum) {
+  const unsigned frames = udp_frame_count(payload_len);
+  if (frames > out.size() || frames > kMaxTxFrames) {
     ++counters_.tx_too_big;
     return {};
   }
@@ -199,20 +209,25 @@ L2L4Stack::TxResult L2L4Stack::build_udp(uint8_t* out, uint16_t listener, const 
     ++counters_.tx_unresolved;  // the client retransmits; by then the MAC is known
     if (!arp_.take_request_slot(dst_ip, now_ms)) return {};
     ++counters_.arp_requests_sent;
-    return {build_arp_request(out, dst_ip, src_ip), true};
+    const uint32_t len = build_arp_request(out[0], dst_ip, src_ip);
+    return {len, true, 1, len};
   }
 
-  std::memcpy(out, next_hop, 6);
-  std::memcpy(out + 6, config_.mac, 6);
-  store_be16(out + 12, kEtherTypeIpv4);
-  uint8_t* ip = out + kEthHeader;
+  // The headers of the whole datagram: written straight into the only
+  // frame, or into a template the fragments copy.
+  uint8_t header[kEthHeader + kIpv4MinHeader + kUdpHeader];
+  uint8_t* const h = frames == 1 ? out[0] : header;
+  std::memcpy(h, next_hop, 6);
+  std::memcpy(h + 6, config_.mac, 6);
+  store_be16(h + 12, kEtherTypeIpv4);
+  uint8_t* ip = h + kEthHeader;
   const uint16_t udp_len = uint16_t(kUdpHeader + payload_len);
   const uint16_t total = uint16_t(kIpv4MinHeader + udp_len);
   ip[0] = 0x45;
   ip[1] = 0;
   store_be16(ip + 2, total);
-  store_be16(ip + 4, ip_id_++);
-  store_be16(ip + 6, kIpv4DontFragment);
+  store_be16(ip + 4, next_ip_id());
+  store_be16(ip + 6, frames == 1 ? kIpv4DontFragment : 0);
   ip[8] = kReplyTtl;
   ip[9] = kProtoUdp;
   store_checksum(ip + 10, 0);
@@ -223,20 +238,31 @@ L2L4Stack::TxResult L2L4Stack::build_udp(uint8_t* out, uint16_t listener, const 
   std::memcpy(udp + 2, &peer.sin_port, 2);
   store_be16(udp + 4, udp_len);
   store_checksum(udp + 6, 0);
-  std::memcpy(udp + kUdpHeader, payload, payload_len);
-  if (checksum == TxChecksum::offload) {
+  if (frames == 1) std::memcpy(udp + kUdpHeader, payload, payload_len);
+  if (frames == 1 && checksum == TxChecksum::offload) {
     store_checksum(udp + 6, checksum_fold(udp_pseudo_header_sum(ip, udp_len)));
   } else {
-    store_checksum(ip + 10, checksum_finish(checksum_add(ip, kIpv4MinHeader)));
-    uint16_t c = checksum_finish(checksum_add(udp, udp_len, udp_pseudo_header_sum(ip, udp_len)));
+    // Header first, then the payload from wherever it lies: the sum does not
+    // care (the header is an even number of bytes).
+    const uint64_t sum = checksum_add(udp, kUdpHeader, udp_pseudo_header_sum(ip, udp_len));
+    const uint16_t c = checksum_finish(checksum_add(payload, payload_len, sum));
     store_checksum(udp + 6, c == 0 ? 0xffff : c);  // 0 would mean "no checksum"
+  }
+  if (frames > 1) {
+    ++counters_.tx_fragmented;
+    const uint32_t last = write_ipv4_fragments(out.first(frames), header, udp, kUdpHeader,
+                                               payload, payload_len);
+    return {kMaxFrame, false, uint8_t(frames), last};
+  }
+  if (checksum == TxChecksum::software) {
+    store_checksum(ip + 10, checksum_finish(checksum_add(ip, kIpv4MinHeader)));
   }
   uint32_t len = kEthHeader + total;
   if (len < kEthMinFrame) {
-    std::memset(out + len, 0, kEthMinFrame - len);
+    std::memset(out[0] + len, 0, kEthMinFrame - len);
     len = kEthMinFrame;
   }
-  return {len, false};
+  return {len, false, 1, len};
 }
 
 }  // namespace shingled::net

@@ -8,16 +8,18 @@
 //
 // Receive: receive() classifies one frame and, for ARP requests and ICMP
 // echo requests, rewrites it in place into the reply. Send: build_udp()
-// writes a whole frame for a reply datagram (or an ARP request when the
-// next hop is unknown).
+// writes the whole frame of a reply datagram, or its IPv4 fragments when it
+// is larger than one frame (or an ARP request when the next hop is unknown).
 #pragma once
 
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "io/net/arp_table.h"
+#include "io/net/ipv4_fragments.h"
 #include "io/net/net_counters.h"
 #include "io/net/peer_hint.h"
 
@@ -45,6 +47,12 @@ struct StackConfig {
   unsigned arp_capacity = 1024;
   uint64_t arp_max_age_ms = ArpTable::kDefaultMaxAgeMs;
   uint64_t seed = 0x9e3779b97f4a7c15ull;
+  // The IPv4 ids of this stack's datagrams are ip_id_offset + k * ip_id_stride:
+  // workers answering from the same address each take their own residue
+  // (offset = worker, stride = workers), so two cores never send fragments
+  // of different datagrams to one client under the same id (RFC 6864 4.2).
+  uint16_t ip_id_offset = 0;
+  uint16_t ip_id_stride = 1;
 };
 
 // What the NIC already verified (DPDK's RTE_MBUF_F_RX_*_CKSUM_*): a good
@@ -80,16 +88,31 @@ class L2L4Stack {
   RxResult receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms);
 
   struct TxResult {
-    uint32_t len = 0;          // bytes written to `out`; 0: nothing to send (counted)
-    bool arp_request = false;  // `out` holds an ARP request instead of the reply
+    uint32_t len = 0;          // bytes of the first frame; 0: nothing to send (counted)
+    bool arp_request = false;  // out[0] holds an ARP request instead of the reply
+    uint8_t frames = 0;        // frames written, out[0..frames): 1, or the fragments
+    uint32_t last_len = 0;     // bytes of the last frame (the only one unless fragmented)
+    uint32_t frame_len(unsigned i) const { return i + 1 < frames ? len : last_len; }
   };
-  // Writes into `out` (at least kMaxFrame bytes) the frame carrying `payload`
-  // from listener `listener` to `peer`. The reply is dropped (counted) when
-  // it is too large or its next hop is unknown; in the last case `out` may
+  // Writes the frame(s) carrying `payload` from listener `listener` to
+  // `peer` into out[0..udp_frame_count(payload_len)), buffers of kMaxFrame
+  // bytes each: one frame, or the datagram's IPv4 fragments when it is
+  // larger than one frame. Fragments always carry checksums computed here
+  // (`checksum` applies to a single frame only: a NIC's UDP checksum covers
+  // one frame, a fragmented datagram's covers all of them). The reply is
+  // dropped (counted) when it needs more frames than `out` holds (or than
+  // kMaxTxFrames), or its next hop is unknown; in the last case out[0] may
   // hold an ARP request for it instead.
-  TxResult build_udp(uint8_t* out, uint16_t listener, const sockaddr_in& peer,
+  TxResult build_udp(std::span<uint8_t* const> out, uint16_t listener, const sockaddr_in& peer,
                      const uint8_t* payload, uint32_t payload_len, uint64_t now_ms,
                      TxChecksum checksum);
+  // The same into one buffer: replies that fit one frame only.
+  TxResult build_udp(uint8_t* out, uint16_t listener, const sockaddr_in& peer,
+                     const uint8_t* payload, uint32_t payload_len, uint64_t now_ms,
+                     TxChecksum checksum) {
+    return build_udp(std::span<uint8_t* const>(&out, 1), listener, peer, payload, payload_len,
+                     now_ms, checksum);
+  }
 
   const NetCounters& counters() const { return counters_; }
   NetCounters& counters() { return counters_; }
@@ -104,11 +127,12 @@ class L2L4Stack {
   int local_index(uint32_t ip) const;  // index into interfaces, -1 if not ours
   bool on_link(uint32_t ip) const;
   uint32_t build_arp_request(uint8_t* out, uint32_t target_ip, uint32_t sender_ip) const;
+  uint16_t next_ip_id();
 
   StackConfig config_;
   ArpTable arp_;
   NetCounters counters_;
-  uint16_t ip_id_ = 0;
+  uint32_t ip_id_count_ = 0;  // datagrams sent; next_ip_id() maps it into our residue
 };
 
 }  // namespace shingled::net

@@ -41,7 +41,8 @@ namespace shingled::net {
   X(drop_icmp_other, "dropped: ICMP other than echo request")                                 \
   X(tx_unresolved, "replies dropped: next-hop MAC unknown (an ARP request went out instead)") \
   X(tx_no_route, "replies dropped: peer is off-link and no MAC came with the request")        \
-  X(tx_too_big, "replies dropped: larger than one Ethernet frame (no fragmentation)")
+  X(tx_fragmented, "replies larger than one frame, sent as IPv4 fragments")                  \
+  X(tx_too_big, "replies dropped: more than 4 frames of fragments (5,912 bytes of payload)")
 
 struct NetCounters {
 #define SHINGLED_NET_FIELD(name, help) uint64_t name = 0;
