@@ -6,15 +6,15 @@
 #   4. integration: the daemon's command line and control socket, and real
 #      rspamd adding, checking and deleting fuzzy hashes through shingled
 #   5. each libFuzzer target for a bounded time: FUZZ_SECONDS each if set,
-#      else a total of FUZZ_BUDGET seconds (default 180) shared evenly, at
-#      least 30 s per target, so the suite stays bounded as decoders are added
+#      else a total of FUZZ_BUDGET seconds (default 140) shared evenly, at
+#      least 20 s per target, so the suite stays bounded as decoders are added
 # The last line is "N passed, M failed" summed over all of them; the exit
 # code is non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-FUZZ_BUDGET=${FUZZ_BUDGET:-180}
+FUZZ_BUDGET=${FUZZ_BUDGET:-140}
 export SHINGLED_VECTORS=${SHINGLED_VECTORS:-$root/../shared/spec/vectors}
 jobs=$(nproc)
 
@@ -58,7 +58,11 @@ run_gtest() {  # run_gtest LABEL BINARY [ARGS...]
   record "$label" "$p" "$f"
 }
 
-build() {  # build DIR [MESON OPTIONS...]
+# build DIR [MESON OPTIONS...]: sets up DIR once and builds the targets in
+# `build_targets` (every target when empty: the sanitizer builds name only
+# the suites they run, a full sanitizer build costs minutes).
+build_targets=()
+build() {
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
@@ -67,7 +71,7 @@ build() {  # build DIR [MESON OPTIONS...]
       return 1
     }
   fi
-  ninja -C "$dir" -j "$jobs" >"$log_dir/build-$(basename "$dir").log" 2>&1 || {
+  ninja -C "$dir" -j "$jobs" "${build_targets[@]}" >"$log_dir/build-$(basename "$dir").log" 2>&1 || {
     grep -E 'error|FAILED' "$log_dir/build-$(basename "$dir").log" | head -40
     return 1
   }
@@ -90,6 +94,8 @@ fi
 section "unit tests under ASan + UBSan"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+build_targets=()
+for s in "${unit_suites[@]}"; do build_targets+=("tests/$s"); done
 if build build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   for s in "${unit_suites[@]}"; do run_gtest "asan+ubsan: $s" "build-asan/tests/$s"; done
 else
@@ -98,6 +104,7 @@ fi
 
 section "concurrency tests under ThreadSanitizer"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+build_targets=(tests/concurrency_test tests/engine_test tests/persist_test)
 if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   run_gtest "tsan: concurrency_test" build-tsan/tests/concurrency_test
   run_gtest "tsan: engine_test (rings, two workers over UDP)" build-tsan/tests/engine_test
@@ -106,6 +113,7 @@ else
   record "tsan build" 0 1
 fi
 
+build_targets=()
 section "integration"
 for t in tests/integration/*_test.sh; do
   out="$log_dir/$(basename "$t").log"
@@ -129,7 +137,7 @@ if CC=clang CXX=clang++ build build-fuzz -Dbuildtype=debugoptimized -Dfuzzing=tr
   for target in build-fuzz/tests/fuzz/fuzz_*; do [ -f "$target" ] && [ -x "$target" ] && targets=$((targets + 1)); done
   if [ -z "${FUZZ_SECONDS:-}" ]; then
     FUZZ_SECONDS=$((FUZZ_BUDGET / (targets > 0 ? targets : 1)))
-    [ "$FUZZ_SECONDS" -lt 30 ] && FUZZ_SECONDS=30
+    [ "$FUZZ_SECONDS" -lt 20 ] && FUZZ_SECONDS=20
   fi
   echo "$targets targets, ${FUZZ_SECONDS}s each"
   for target in build-fuzz/tests/fuzz/fuzz_*; do

@@ -17,6 +17,7 @@
 
 #include "common/config_loader.h"
 #include "shinglectl_counters.h"
+#include "shinglectl_ratelimit.h"
 #include "shinglectl_offline.h"
 #include "wire/keypair_text.h"
 
@@ -25,6 +26,7 @@ namespace {
 const char kUsage[] =
     "Usage: shinglectl [OPTIONS] COMMAND [ARGUMENTS]\n"
     "       shinglectl counters get|series|add [OPTIONS] COUNTER...\n"
+    "       shinglectl ratelimit check|peek|reset [OPTIONS]\n"
     "\n"
     "The operator's tool for shingled. stats, ping and sync talk to a running daemon\n"
     "over its control socket; dump, import, import-rspamd and info work on the\n"
@@ -60,6 +62,8 @@ const char kUsage[] =
     "                         flag it holds), hashes with shingles, the size of\n"
     "                         data.mdb, the last sync (unix and UTC) and the schema\n"
     "                         version (--json: one JSON object). Read-only.\n"
+    "\n"
+    "%s"
     "\n"
     "%s"
     "\n"
@@ -200,6 +204,7 @@ int usage_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "counters") return shingled::run_counters(argc - 2, argv + 2);
+  if (argc >= 2 && std::string(argv[1]) == "ratelimit") return shingled::run_ratelimit(argc - 2, argv + 2);
   std::string socket_path = "data/shingled.sock";
   std::string command;
   std::vector<std::string> arguments;  // the command's own positional arguments
@@ -212,7 +217,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = nullptr;
     if (a == "-h" || a == "--help") {
-      printf(kUsage, shingled::kCountersUsage);
+      printf(kUsage, shingled::kCountersUsage, shingled::kRatelimitUsage);
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shinglectl %s\n", SHINGLED_VERSION);

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shingled/client_connection.h"
+
 #include "shingled/counters_wire.h"
 
 namespace shingled::counters {
@@ -65,12 +67,7 @@ const char* outcome_name(Outcome o);
 
 class Client {
  public:
-  Client() = default;
-  ~Client();
-  Client(Client&& other) noexcept;
-  Client& operator=(Client&& other) noexcept;
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
+  // Move-only (the socket goes with the object).
 
   // "host:port", "[v6 address]:port" or "host" (port kDefaultPort); the
   // host may be a name. False, with the reason, if it does not resolve or
@@ -105,7 +102,7 @@ class Client {
   Outcome batched(uint8_t op, std::string_view prefix, const std::vector<ClientEntry>& entries,
                   std::vector<CounterValues>* out, std::string& error);
 
-  int fd_ = -1;
+  client::Connection conn_;
   unsigned timeout_ms_ = 1000;
   unsigned read_attempts_ = 3;
   uint32_t next_tag_ = 0;

@@ -112,4 +112,26 @@ inline constexpr size_t kMaxReply = kHeaderSize + kMaxBucketItems * kBucketResul
 static_assert(kHeaderSize + kMaxMessages * kMessageResultSize <= kMaxReply);
 static_assert(kMaxReply <= 4096);
 
+// A message's answer, as the reply carries it (fields above).
+struct MessageResult {
+  uint8_t verdict = kAccept;
+  uint8_t flags = 0;
+  uint8_t family = 0;
+  uint8_t rcpt_index = kNoRecipient;
+  uint32_t wait_ms = 0;
+  uint64_t reservation_mask = 0;
+  float level = 0;
+  float capacity = 0;
+  float score = 0;
+  uint8_t buckets = 0;
+};
+
+struct BucketItemResult {
+  uint8_t status = kAllowed;
+  uint8_t flags = 0;
+  uint32_t wait_ms = 0;
+  double level = 0;
+  double capacity = 0;
+};
+
 }  // namespace shingled::ratelimit

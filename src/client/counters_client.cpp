@@ -3,57 +3,17 @@
 // the reply carrying its tag (stale answers to earlier attempts are skipped).
 #include "shingled/counters_client.h"
 
-#include <netdb.h>
-#include <poll.h>
 #include <sys/random.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 
+#include "client/udp_exchange.h"
 #include "common/little_endian.h"
 #include "wire/counters_codec.h"
 
 namespace shingled::counters {
 
 namespace {
-
-// Splits "host:port", "[v6]:port" or "host".
-bool split_address(const std::string& text, std::string& host, std::string& port,
-                   std::string& error) {
-  port = std::to_string(kDefaultPort);
-  if (!text.empty() && text[0] == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string::npos) {
-      error = "bad address '" + text + "': missing ']'";
-      return false;
-    }
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') {
-        error = "bad address '" + text + "': expected ':' after ']'";
-        return false;
-      }
-      port = text.substr(close + 2);
-    }
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon != std::string::npos && text.find(':') == colon) {
-      host = text.substr(0, colon);
-      port = text.substr(colon + 1);
-    } else {
-      host = text;  // a bare name, IPv4 address, or an unbracketed IPv6 address
-    }
-  }
-  if (host.empty() || port.empty()) {
-    error = "bad address '" + text + "': expected host:port";
-    return false;
-  }
-  return true;
-}
 
 Outcome outcome_of_status(uint8_t status) {
   if (status == kPartial) return Outcome::partial;
@@ -87,51 +47,8 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
-Client::~Client() {
-  if (fd_ >= 0) close(fd_);
-}
-
-Client::Client(Client&& other) noexcept { *this = std::move(other); }
-
-Client& Client::operator=(Client&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.fd_;
-    timeout_ms_ = other.timeout_ms_;
-    read_attempts_ = other.read_attempts_;
-    next_tag_ = other.next_tag_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
 bool Client::connect(const std::string& address, std::string& error) {
-  std::string host, port;
-  if (!split_address(address, host, port, error)) return false;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    error = "cannot resolve '" + address + "': " + gai_strerror(rc);
-    return false;
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      error = "cannot connect to " + address + ": " + strerror(errno);
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(found);
-  if (fd < 0) {
-    if (error.empty()) error = "cannot open a socket for " + address + ": " + strerror(errno);
-    return false;
-  }
-  if (fd_ >= 0) close(fd_);
-  fd_ = fd;
+  if (!conn_.open(address, kDefaultPort, error)) return false;
   while (getrandom(&next_tag_, sizeof next_tag_, 0) != sizeof next_tag_) {
   }
   return true;
@@ -140,7 +57,7 @@ bool Client::connect(const std::string& address, std::string& error) {
 Outcome Client::exchange(uint8_t op, std::string_view prefix, const ClientEntry* entries,
                          size_t n, std::vector<uint8_t>& payload, uint16_t& answered,
                          std::string& error) {
-  if (fd_ < 0) {
+  if (!conn_.is_open()) {
     error = "not connected";
     return Outcome::failed;
   }
@@ -161,42 +78,26 @@ Outcome Client::exchange(uint8_t op, std::string_view prefix, const ClientEntry*
   const size_t len = encode_request(req, datagram.data());
   const unsigned attempts = op == kIncrement || op == kIncrementRead ? 1 : read_attempts_;
   uint8_t reply[kMaxReply + 64];
-  for (unsigned attempt = 0; attempt < attempts; ++attempt) {
-    if (send(fd_, datagram.data(), len, 0) != ssize_t(len)) {
-      error = std::string("send: ") + strerror(errno);
-      return Outcome::failed;
-    }
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, int(left.count())) <= 0) break;
-      const ssize_t got = recv(fd_, reply, sizeof reply, 0);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        // ECONNREFUSED: nothing listens there (an ICMP port unreachable).
-        error = std::string("receive: ") + strerror(errno);
-        return Outcome::failed;
-      }
-      ReplyHeader h;
-      const uint8_t* body;
-      size_t body_len;
-      if (!decode_reply(reply, size_t(got), h, body, body_len) || h.tag != req.tag) continue;
-      if (h.op != op) {
-        error = "the reply answers op " + std::to_string(h.op) + ", not " + std::to_string(op);
-        return Outcome::failed;
-      }
-      payload.assign(body, body + body_len);
-      answered = h.n;
-      return outcome_of_status(h.status);
-    }
+  size_t got = 0;
+  ReplyHeader h;
+  const uint8_t* body = nullptr;
+  size_t body_len = 0;
+  const auto mine = [&](const uint8_t* data, size_t n) {
+    return decode_reply(data, n, h, body, body_len) && h.tag == req.tag;
+  };
+  switch (client::udp_round_trip(conn_.fd(), datagram.data(), len, attempts, timeout_ms_, mine, reply,
+                                 sizeof reply, got, error)) {
+    case client::RoundTrip::timeout: return Outcome::timeout;
+    case client::RoundTrip::failed: return Outcome::failed;
+    case client::RoundTrip::answered: break;
   }
-  error = "no answer within " + std::to_string(timeout_ms_) + " ms" +
-          (attempts > 1 ? " (" + std::to_string(attempts) + " attempts)" : std::string());
-  return Outcome::timeout;
+  if (h.op != op) {
+    error = "the reply answers op " + std::to_string(h.op) + ", not " + std::to_string(op);
+    return Outcome::failed;
+  }
+  payload.assign(body, body + body_len);
+  answered = h.n;
+  return outcome_of_status(h.status);
 }
 
 Outcome Client::batched(uint8_t op, std::string_view prefix,

@@ -123,6 +123,17 @@ std::vector<PersistRow> collect_persistence(const Engine& engine, const Persiste
 
 }  // namespace
 
+// One slot of a per-reason (or per-family) counter array, summed over workers.
+template <size_t N>
+uint64_t sum_slot(const Engine& engine, Counter (WorkerStats::*array)[N], size_t slot) {
+  uint64_t n = 0;
+  for (unsigned w = 0; w < engine.worker_count(); ++w) n += (engine.worker(w).stats().*array)[slot].get();
+  return n;
+}
+
+const char* const kFamilyNames[kRateFamilies] = {"to", "to_ip", "to_ip_from",
+                                                 "bounce_to", "bounce_to_ip", "user"};
+
 std::string render_stats_json(const Engine& engine, const Persister* persister, double uptime) {
   const std::vector<Row> rows = collect(engine);
   const FuzzyStore& store = engine.store();
@@ -163,13 +174,25 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
            static_cast<unsigned long long>(cs->store().live()),
            static_cast<unsigned long long>(cs->store().memory_bytes()));
     for (size_t r = 1; r < WorkerStats::kCounterDropReasons; ++r) {
-      uint64_t n = 0;
-      for (unsigned w = 0; w < engine.worker_count(); ++w) {
-        n += engine.worker(w).stats().counter_malformed_by[r].get();
-      }
       append(out, "%s\"%s\":%llu", r > 1 ? "," : "",
              counters::decode_status_name(static_cast<counters::DecodeStatus>(r)),
-             static_cast<unsigned long long>(n));
+             static_cast<unsigned long long>(sum_slot(engine, &WorkerStats::counter_malformed_by, r)));
+    }
+    out += "}}";
+  }
+  if (const RatelimitService* rs = engine.ratelimit_service()) {
+    append(out, ",\"ratelimit\":{\"live_buckets\":%llu,\"memory_bytes\":%llu,\"limited_by_family\":{",
+           static_cast<unsigned long long>(rs->store().live()),
+           static_cast<unsigned long long>(rs->store().memory_bytes()));
+    for (size_t f = 0; f < kRateFamilies; ++f) {
+      append(out, "%s\"%s\":%llu", f ? "," : "", kFamilyNames[f],
+             static_cast<unsigned long long>(sum_slot(engine, &WorkerStats::ratelimit_limited_by, f)));
+    }
+    out += "},\"malformed_by_reason\":{";
+    for (size_t r = 1; r < ratelimit::kDecodeStatusCount; ++r) {
+      append(out, "%s\"%s\":%llu", r > 1 ? "," : "",
+             ratelimit::decode_status_name(static_cast<ratelimit::DecodeStatus>(r)),
+             static_cast<unsigned long long>(sum_slot(engine, &WorkerStats::ratelimit_malformed_by, r)));
     }
     out += "}}";
   }
@@ -225,6 +248,16 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
              static_cast<unsigned long long>(keys[k].decrypt_failures));
     }
     out += "(* default keypair)\n";
+  }
+  if (const RatelimitService* rs = engine.ratelimit_service()) {
+    append(out, "\nrate limits: %llu live buckets (%.1f MiB); messages limited per family:",
+           static_cast<unsigned long long>(rs->store().live()),
+           double(rs->store().memory_bytes()) / (1024 * 1024));
+    for (size_t f = 0; f < kRateFamilies; ++f) {
+      append(out, " %s %llu", kFamilyNames[f],
+             static_cast<unsigned long long>(sum_slot(engine, &WorkerStats::ratelimit_limited_by, f)));
+    }
+    out += "\n";
   }
   if (has_net_layer(engine)) {
     out += "\nL2-L4 layer (all workers)\n";

@@ -81,27 +81,6 @@ DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out);
 // a string length or the total size out of bounds).
 size_t encode_request(const Request& req, uint8_t* out);
 
-struct MessageResult {
-  uint8_t verdict = kAccept;
-  uint8_t flags = 0;
-  uint8_t family = 0;
-  uint8_t rcpt_index = kNoRecipient;
-  uint32_t wait_ms = 0;
-  uint64_t reservation_mask = 0;
-  float level = 0;
-  float capacity = 0;
-  float score = 0;
-  uint8_t buckets = 0;
-};
-
-struct BucketItemResult {
-  uint8_t status = kAllowed;
-  uint8_t flags = 0;
-  uint32_t wait_ms = 0;
-  double level = 0;
-  double capacity = 0;
-};
-
 // Replies. `out` must hold kMaxReply bytes. Return the size.
 size_t encode_refused_reply(const Request& req, uint8_t* out);
 size_t encode_message_reply(const Request& req, const MessageResult* results, uint8_t* out);

@@ -71,14 +71,14 @@ inline Bytes ipv4_frame(const FrameSpec& s, const Bytes& payload) {
   ip[9] = s.protocol;
   put32(ip + 12, s.src_ip);
   put32(ip + 16, s.dst_ip);
-  std::memcpy(ip + 20, s.options.data(), s.options.size());
+  if (!s.options.empty()) std::memcpy(ip + 20, s.options.data(), s.options.size());
   put16(ip + 10, reference_checksum(ip, ihl));
   uint8_t* l4p = ip + ihl;
   if (udp) {
     put16(l4p, s.src_port);
     put16(l4p + 2, s.dst_port);
     put16(l4p + 4, uint16_t(l4));
-    std::memcpy(l4p + 8, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(l4p + 8, payload.data(), payload.size());
     if (!s.zero_udp_checksum) {
       uint8_t pseudo[12];
       std::memcpy(pseudo, ip + 12, 8);
@@ -91,7 +91,7 @@ inline Bytes ipv4_frame(const FrameSpec& s, const Bytes& payload) {
       put16(l4p + 6, c == 0 ? 0xffff : c);
     }
   } else {
-    std::memcpy(l4p, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(l4p, payload.data(), payload.size());
   }
   return f;
 }
@@ -101,7 +101,7 @@ inline Bytes icmp_echo_request(uint16_t id, uint16_t seq, const Bytes& data) {
   m[0] = 8;
   put16(m.data() + 4, id);
   put16(m.data() + 6, seq);
-  std::memcpy(m.data() + 8, data.data(), data.size());
+  if (!data.empty()) std::memcpy(m.data() + 8, data.data(), data.size());
   put16(m.data() + 2, reference_checksum(m.data(), m.size()));
   return m;
 }

@@ -1,0 +1,175 @@
+// shinglectl ratelimit (see shinglectl_ratelimit.h): argument parsing, the
+// request through the client library, a line or a JSON object out.
+#include "shinglectl_ratelimit.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "shingled/ratelimit_client.h"
+
+namespace shingled {
+
+const char kRatelimitUsage[] =
+    "Rate-limit commands (the rate-limit service over UDP, default 127.0.0.1:11336):\n"
+    "  ratelimit check --rcpt ADDR... [--from ADDR|--bounce] [--ip IP] [--user NAME]\n"
+    "                              what the server's rates would decide for this message\n"
+    "                              now; its reservations are released at once, so nothing\n"
+    "                              is counted\n"
+    "  ratelimit peek KEY --burst N --leak R   how full one bucket is (changes nothing)\n"
+    "  ratelimit reset KEY         forget one bucket (it starts empty)\n"
+    "  KEY is the bucket's key string: for the rules' buckets, as rspamd forms it\n"
+    "  (docs/ratelimit.md), e.g. \"1000:bob@example.net\" for `to` with burst 100.\n"
+    "  Options: --server HOST:PORT, --json, --timeout MS (per attempt, default 1000).\n";
+
+namespace {
+
+using ratelimit::ClientOutcome;
+
+const char* const kVerdicts[] = {"accept", "limit", "whitelisted", "too-many-recipients"};
+const char* const kFamilies[] = {"none", "to", "to_ip", "to_ip_from", "bounce_to", "bounce_to_ip",
+                                 "user"};
+
+int usage(const std::string& message) {
+  fprintf(stderr, "shinglectl: %s\n\n%s", message.c_str(), kRatelimitUsage);
+  return 2;
+}
+
+int fail(const char* what, ClientOutcome o, const std::string& error) {
+  fprintf(stderr, "shinglectl: ratelimit %s: %s%s%s\n", what, ratelimit::client_outcome_name(o),
+          error.empty() ? "" : ": ", error.c_str());
+  return 1;
+}
+
+bool parse_number(const std::string& text, double& out) {
+  char* end = nullptr;
+  out = strtod(text.c_str(), &end);
+  return !text.empty() && *end == '\0' && out >= 0;
+}
+
+void print_message(const ratelimit::MessageResult& r, bool json) {
+  const char* verdict = r.verdict < 4 ? kVerdicts[r.verdict] : "?";
+  const char* family = r.family < 7 ? kFamilies[r.family] : "?";
+  if (json) {
+    printf("{\"verdict\":\"%s\",\"family\":\"%s\",\"recipient\":%d,\"level\":%.3f,"
+           "\"capacity\":%.3f,\"wait_ms\":%" PRIu32 ",\"buckets\":%u,\"store_full\":%s}\n",
+           verdict, family, r.rcpt_index == ratelimit::kNoRecipient ? -1 : int(r.rcpt_index),
+           double(r.level), double(r.capacity), r.wait_ms, unsigned(r.buckets),
+           (r.flags & ratelimit::kResultStoreFull) ? "true" : "false");
+    return;
+  }
+  printf("%s", verdict);
+  if (r.buckets != 0) {
+    printf(": fullest bucket %s", family);
+    if (r.rcpt_index != ratelimit::kNoRecipient) printf(" (recipient %u)", unsigned(r.rcpt_index));
+    printf(" at %.2f of %.2f", double(r.level), double(r.capacity));
+  }
+  if (r.verdict == ratelimit::kLimit) {
+    if (r.wait_ms == UINT32_MAX) {
+      printf("; never accepted by waiting alone");
+    } else {
+      printf("; accepted again in %.1f s", r.wait_ms / 1000.0);
+    }
+  }
+  printf(" (%u buckets)\n", unsigned(r.buckets));
+}
+
+}  // namespace
+
+int run_ratelimit(int argc, char** argv) {
+  if (argc < 1) return usage("ratelimit needs check, peek or reset");
+  const std::string sub = argv[0];
+  if (sub != "check" && sub != "peek" && sub != "reset") {
+    return usage("unknown ratelimit command '" + sub + "'");
+  }
+  std::string server = "127.0.0.1:11336", error, key;
+  ratelimit::ClientMessage m;
+  m.phase = ratelimit::kCheck;
+  bool json = false, from_given = false;
+  double burst = -1, leak = -1, timeout_ms = 1000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool valued = a == "--server" || a == "--rcpt" || a == "--from" || a == "--ip" ||
+                        a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout";
+    if (valued && i + 1 >= argc) return usage(a + " needs a value");
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--bounce") {
+      m.sender.clear();
+      from_given = true;
+    } else if (!valued && !a.empty() && a[0] == '-') {
+      return usage("unknown option '" + a + "' for ratelimit " + sub);
+    } else if (!valued) {
+      if (!key.empty()) return usage("ratelimit " + sub + " takes one KEY");
+      key = a;
+    } else {
+      const std::string v = argv[++i];
+      if (a == "--server") server = v;
+      if (a == "--rcpt") m.rcpts.push_back(v);
+      if (a == "--from") {
+        m.sender = v;
+        from_given = true;
+      }
+      if (a == "--ip") m.ip = v;
+      if (a == "--user") m.user = v;
+      if ((a == "--burst" && (!parse_number(v, burst) || burst <= 0)) ||
+          (a == "--leak" && !parse_number(v, leak)) ||
+          (a == "--timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
+        return usage(a + ": bad number '" + v + "'");
+      }
+    }
+  }
+  m.has_sender = from_given;
+  if (sub == "check" && (m.rcpts.empty() || !key.empty())) {
+    return usage("ratelimit check needs --rcpt (and takes no KEY)");
+  }
+  if (sub != "check" && (key.empty() || !m.rcpts.empty())) {
+    return usage("ratelimit " + sub + " needs one KEY (and no message options)");
+  }
+  if (sub == "peek" && (burst < 0 || leak < 0)) {
+    return usage("ratelimit peek needs the bucket's --burst and --leak (per second)");
+  }
+
+  ratelimit::Client client;
+  if (!client.connect(server, error)) return fail(sub.c_str(), ClientOutcome::failed, error);
+  client.set_timeout_ms(unsigned(timeout_ms));
+  if (sub == "check") {
+    ratelimit::MessageResult r;
+    ClientOutcome o = client.message(m, r, error);
+    if (o != ClientOutcome::ok) return fail("check", o, error);
+    if (r.reservation_mask != 0) {  // give back what the check held
+      ratelimit::ClientMessage release = m;
+      release.phase = ratelimit::kRelease;
+      release.reservation_mask = r.reservation_mask;
+      ratelimit::MessageResult ignored;
+      o = client.message(release, ignored, error);
+      if (o != ClientOutcome::ok) return fail("check (release)", o, error);
+    }
+    print_message(r, json);
+    return 0;
+  }
+  ratelimit::ClientBucket b;
+  b.key = key;
+  b.burst = burst > 0 ? burst : 1;
+  b.leak = leak >= 0 ? leak : 0;
+  b.op = sub == "peek" ? ratelimit::kOpPeek : ratelimit::kOpReset;
+  std::vector<ratelimit::BucketItemResult> out;
+  const ClientOutcome o = client.buckets({b}, out, error);
+  if (o != ClientOutcome::ok) return fail(sub.c_str(), o, error);
+  const ratelimit::BucketItemResult& r = out[0];
+  const bool existed = (r.flags & ratelimit::kResultExisted) != 0;
+  if (json) {
+    printf("{\"key\":\"%s\",\"existed\":%s,\"level\":%.3f,\"capacity\":%.3f,\"wait_ms\":%" PRIu32 "}\n",
+           key.c_str(), existed ? "true" : "false", r.level, r.capacity, r.wait_ms);
+  } else if (sub == "reset") {
+    printf("%s: %s\n", key.c_str(), existed ? "reset" : "was not stored");
+  } else {
+    printf("%s: %s level %.2f of %.2f\n", key.c_str(), existed ? "stored," : "not stored:", r.level,
+           r.capacity);
+  }
+  return 0;
+}
+
+}  // namespace shingled
