@@ -303,10 +303,10 @@ if [ "$n" = 1 ]; then pass one_shot_single_datagram "one request per message"; e
 scan_rl B plain -r limit-to_ip@rcpt.example --ip 198.51.100.9 -F alice@sender.example
 want=$("$PYTHON" -c 'import math, struct; print("%.2f" % struct.unpack("<f", struct.pack("<f", 2 * math.tanh(0.5)))[0])')
 sym=$(echo "$SYMS" | tr ';' '\n' | grep '^SHINGLED_RL=')
-if [ "$ACTION" != soft_reject ] && [ "$sym" = "SHINGLED_RL=$want[to_ip(limit-to_ip@rcpt.example)]" ]; then
+if [ "$ACTION" != soft_reject ] && [ "$sym" = "SHINGLED_RL=${want}[to_ip(limit-to_ip@rcpt.example)]" ]; then
     pass symbol_mode_inserts_symbol "action $ACTION, $sym"
 else
-    fail symbol_mode_inserts_symbol "expected no soft reject and SHINGLED_RL=$want[to_ip(limit-to_ip@rcpt.example)]; seen action $ACTION, symbols $SYMS"
+    fail symbol_mode_inserts_symbol "expected no soft reject and SHINGLED_RL=${want}[to_ip(limit-to_ip@rcpt.example)]; seen action $ACTION, symbols $SYMS"
 fi
 
 # ---------------------------------------------------------------- protocol hygiene
