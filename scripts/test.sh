@@ -96,7 +96,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 build_targets=()
 for s in "${unit_suites[@]}"; do build_targets+=("tests/$s"); done
-if build build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
+if build build-asan -Doptimization=1 -Ddebug=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   for s in "${unit_suites[@]}"; do run_gtest "asan+ubsan: $s" "build-asan/tests/$s"; done
 else
   record "asan build" 0 1
@@ -105,7 +105,7 @@ fi
 section "concurrency tests under ThreadSanitizer"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 build_targets=(tests/concurrency_test tests/engine_test tests/persist_test)
-if build build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
+if build build-tsan -Doptimization=1 -Ddebug=true -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false -Ddpdk=disabled; then
   run_gtest "tsan: concurrency_test" build-tsan/tests/concurrency_test
   run_gtest "tsan: engine_test (rings, two workers over UDP)" build-tsan/tests/engine_test
   run_gtest "tsan: persist_test (feeds, persister threads, parallel load)" build-tsan/tests/persist_test
