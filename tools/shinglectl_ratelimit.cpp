@@ -22,7 +22,8 @@ const char kRatelimitUsage[] =
     "  ratelimit reset KEY         forget one bucket (it starts empty)\n"
     "  KEY is the bucket's key string: for the rules' buckets, as rspamd forms it\n"
     "  (docs/ratelimit.md), e.g. \"1000:bob@example.net\" for `to` with burst 100.\n"
-    "  Options: --server HOST:PORT, --json, --timeout MS (per attempt, default 1000).\n";
+    "  Options: --server HOST:PORT, --json, --timeout MS (per attempt, default 1000),\n"
+    "  --key PUBKEY (encrypt to the server's keypair, as rspamd's encryption_key).\n";
 
 namespace {
 
@@ -84,7 +85,7 @@ int run_ratelimit(int argc, char** argv) {
   if (sub != "check" && sub != "peek" && sub != "reset") {
     return usage("unknown ratelimit command '" + sub + "'");
   }
-  std::string server = "127.0.0.1:11336", error, key;
+  std::string server = "127.0.0.1:11336", error, key, pubkey;
   ratelimit::ClientMessage m;
   m.phase = ratelimit::kCheck;
   bool json = false, from_given = false;
@@ -92,7 +93,8 @@ int run_ratelimit(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool valued = a == "--server" || a == "--rcpt" || a == "--from" || a == "--ip" ||
-                        a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout";
+                        a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout" ||
+                        a == "--key";
     if (valued && i + 1 >= argc) return usage(a + " needs a value");
     if (a == "--json") {
       json = true;
@@ -114,6 +116,7 @@ int run_ratelimit(int argc, char** argv) {
       }
       if (a == "--ip") m.ip = v;
       if (a == "--user") m.user = v;
+      if (a == "--key") pubkey = v;
       if ((a == "--burst" && (!parse_number(v, burst) || burst <= 0)) ||
           (a == "--leak" && !parse_number(v, leak)) ||
           (a == "--timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
@@ -135,6 +138,7 @@ int run_ratelimit(int argc, char** argv) {
   ratelimit::Client client;
   if (!client.connect(server, error)) return fail(sub.c_str(), ClientOutcome::failed, error);
   client.set_timeout_ms(unsigned(timeout_ms));
+  if (!pubkey.empty() && !client.set_server_key(pubkey, error)) return usage("--key: " + error);
   if (sub == "check") {
     ratelimit::MessageResult r;
     ClientOutcome o = client.message(m, r, error);

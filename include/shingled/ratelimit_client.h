@@ -17,12 +17,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "shingled/client_connection.h"
 
 #include "shingled/ratelimit_wire.h"
+
+namespace shingled::client {
+class CryptoClient;
+}
 
 namespace shingled::ratelimit {
 
@@ -59,11 +64,19 @@ const char* client_outcome_name(ClientOutcome o);
 class Client {
  public:
   // Move-only (the socket goes with the object).
+  Client();
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
 
   // "host:port", "[v6 address]:port" or "host" (port kDefaultPort).
   bool connect(const std::string& address, std::string& error);
   void set_timeout_ms(unsigned ms) { timeout_ms_ = ms; }
   void set_attempts(unsigned n) { attempts_ = n == 0 ? 1 : n; }
+  // Encrypts every request to the server's public key (base32, as
+  // `shinglectl keypair` and rspamadm print it) and opens the replies; the
+  // server must hold that keypair. False, with the reason, for a bad key.
+  bool set_server_key(const std::string& pubkey_base32, std::string& error);
 
   ClientOutcome message(const ClientMessage& m, MessageResult& out, std::string& error);
   // At most kMaxBucketItems buckets, and the request must fit kMaxRequest.
@@ -76,6 +89,7 @@ class Client {
                          std::string& error);
 
   client::Connection conn_;
+  std::unique_ptr<client::CryptoClient> crypto_;  // null: plain
   unsigned timeout_ms_ = 1000;
   unsigned attempts_ = 3;
   uint64_t next_id_ = 0;

@@ -6,9 +6,12 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 
+#include <cstring>
 #include <memory>
 
+#include "client/crypto_client.h"
 #include "client/udp_exchange.h"
+#include "wire/base32.h"
 #include "wire/ratelimit_codec.h"
 
 namespace shingled::ratelimit {
@@ -30,6 +33,26 @@ bool parse_ip(const std::string& text, IpAddress& out) {
 }
 
 }  // namespace
+
+Client::Client() = default;
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+bool Client::set_server_key(const std::string& pubkey_base32, std::string& error) {
+  std::vector<uint8_t> pk;
+  if (!base32_decode(pubkey_base32, pk) || pk.size() != crypto::kKeySize) {
+    error = "'" + pubkey_base32 + "' is not a base32 public key of 32 bytes";
+    return false;
+  }
+  auto c = std::make_unique<client::CryptoClient>();
+  if (!c->init(pk.data())) {
+    error = "the server key is unusable (a low-order point)";
+    return false;
+  }
+  crypto_ = std::move(c);
+  return true;
+}
 
 const char* client_outcome_name(ClientOutcome o) {
   switch (o) {
@@ -58,11 +81,26 @@ ClientOutcome Client::exchange(const uint8_t* request, size_t len, uint64_t id, 
   auto reply = std::make_unique<Reply>();
   uint8_t raw[kMaxReply + 64];
   size_t got = 0;
+  // Sealed: the request is encrypted once (every resend is the same bytes,
+  // which the server's reply cache recognises), each reply opened in place.
+  std::vector<uint8_t> sealed;
+  if (crypto_ != nullptr) {
+    sealed.resize(crypto::kRequestHeaderSize + len);
+    std::memcpy(sealed.data() + crypto::kRequestHeaderSize, request, len);
+    len = crypto_->seal(sealed.data(), len);
+    request = sealed.data();
+  }
   const auto mine = [&](const uint8_t* data, size_t size) {
+    if (crypto_ != nullptr) {
+      uint8_t* d = const_cast<uint8_t*>(data);  // `raw`, ours to open in place
+      if (size < crypto::kReplyHeaderSize || !crypto_->open(d, size)) return false;
+      data += crypto::kReplyHeaderSize;
+      size -= crypto::kReplyHeaderSize;
+    }
     return decode_reply(data, size, *reply) && reply->id == id;
   };
-  switch (client::udp_round_trip(conn_.fd(), request, len, attempts_, timeout_ms_, mine, raw, sizeof raw,
-                                 got, error)) {
+  switch (client::udp_round_trip(conn_.fd(), request, len, attempts_, timeout_ms_, mine, raw,
+                                 sizeof raw, got, error)) {
     case client::RoundTrip::timeout: return ClientOutcome::timeout;
     case client::RoundTrip::failed: return ClientOutcome::failed;
     case client::RoundTrip::answered: break;

@@ -25,12 +25,16 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, std::vector<
 size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                             WorkerContext& ctx, uint8_t* out) const {
   if (!seal.encrypted) return fuzzy::encode_reply(r, req.epoch, out);
-  // nonce | MAC | sealed body, with a fresh nonce for every reply (spec 10.3).
-  uint8_t* body = out + crypto::kReplyHeaderSize;
-  const size_t n = fuzzy::encode_reply(r, req.epoch, body);
+  return seal_reply(seal, ctx, out,
+                    fuzzy::encode_reply(r, req.epoch, out + crypto::kReplyHeaderSize));
+}
+
+// nonce | MAC | sealed body, with a fresh nonce for every reply (spec 10.3).
+size_t FuzzyService::seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out,
+                                size_t len) const {
   ctx.nonces.next(out);
-  crypto::seal_in_place(seal.nm, out, body, n, out + crypto::kNonceSize);
-  return crypto::kReplyHeaderSize + n;
+  crypto::seal_in_place(seal.nm, out, out + crypto::kReplyHeaderSize, len, out + crypto::kNonceSize);
+  return crypto::kReplyHeaderSize + len;
 }
 
 // A refusal or error (spec 6.3): the code in `value`, prob 0, the request's
@@ -54,14 +58,15 @@ fuzzy::Reply FuzzyService::acknowledgement(const fuzzy::Request& req) const {
 }
 
 bool FuzzyService::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal,
-                        uint8_t* plain, size_t& plain_len) const {
+                        uint8_t* plain, size_t max_plain, size_t& plain_len,
+                        size_t min_len) const {
   WorkerStats& stats = ctx.stats;
   if (keypairs_.empty()) {  // rspamd drops these too (spec 7 step 3)
     stats.encrypted_without_key.add();
     return false;
   }
   crypto::EncryptedRequestHeader h;
-  if (!crypto::parse_encrypted_request(data, len, h)) {
+  if (!crypto::parse_encrypted_request(data, len, h, min_len)) {
     stats.decrypt_failures.add();
     return false;
   }
@@ -80,7 +85,7 @@ bool FuzzyService::open(const uint8_t* data, size_t len, WorkerContext& ctx, Rep
   const uint8_t* nm = ctx.keys.get(h.client_pk, k, keypairs_[k], missed);
   if (missed) stats.key_cache_misses.add();
   plain_len = h.body_len;
-  if (nm == nullptr || plain_len > fuzzy::kMaxRead) {
+  if (nm == nullptr || plain_len > max_plain) {
     stats.decrypt_failures.add();
     stats.key_decrypt_failures[k].add();
     return false;
@@ -111,7 +116,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   if (len >= crypto::kRequestHeaderSize + fuzzy::kHeaderSize &&
       std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
     size_t plain_len = 0;
-    if (!open(data, len, ctx, seal, plain, plain_len)) return Disposition::drop;
+    if (!open(data, len, ctx, seal, plain, fuzzy::kMaxRead, plain_len)) return Disposition::drop;
     data = plain;
     len = plain_len;
   }

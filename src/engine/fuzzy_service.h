@@ -103,11 +103,23 @@ class FuzzyService {
   // Encodes `r` for the request's epoch, sealed when `seal` says so.
   size_t encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                 WorkerContext& ctx, uint8_t* out) const;
+
+ public:
+  // Opens a datagram encrypted to one of the keypairs (rspamd's cryptobox
+  // envelope, shared by every shingled protocol) into `plain` (at most
+  // `max_plain` bytes); false (counted) when it cannot. `min_len`: the
+  // protocol's smallest encrypted datagram.
+  bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
+            size_t max_plain, size_t& plain_len,
+            size_t min_len = crypto::kMinFuzzyEncrypted) const;
+  // Seals the `len` plain bytes at out + crypto::kReplyHeaderSize in place:
+  // nonce | MAC | ciphertext. Returns the whole length.
+  size_t seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out, size_t len) const;
+  bool encrypted_only() const { return encrypted_only_; }
+
+ private:
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
   fuzzy::Reply refusal(const fuzzy::Request& req, int32_t code) const;
-  // Opens an encrypted datagram into `plain`; false (counted) when it cannot.
-  bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
-            size_t& plain_len) const;
 
   FuzzyStore& store_;
   std::vector<Network> allow_update_;

@@ -9,7 +9,8 @@ namespace shingled {
 static_assert(ratelimit::kDecodeStatusCount <= WorkerStats::kRatelimitDropReasons,
               "one stats slot per drop reason");
 static_assert(ratelimit::kMaxRequest <= kMaxDatagram, "a request must arrive whole");
-static_assert(ratelimit::kMaxReply <= kMaxReply, "a TX slot must hold the largest reply");
+static_assert(ratelimit::kMaxReply + crypto::kReplyHeaderSize <= kMaxReply,
+              "a TX slot must hold the largest reply, sealed");
 
 namespace {
 
@@ -29,14 +30,17 @@ BucketResult fail_open() {
 
 }  // namespace
 
-RatelimitRouter::RatelimitRouter(RatelimitService& service, unsigned self, unsigned workers,
-                                 RouterPort& port, WorkerStats& stats)
+RatelimitRouter::RatelimitRouter(RatelimitService& service, const FuzzyService& fuzzy,
+                                 WorkerContext& ctx, unsigned self, unsigned workers,
+                                 RouterPort& port)
     : service_(service),
+      fuzzy_(fuzzy),
+      ctx_(ctx),
       self_(self),
       workers_(workers),
       port_(port),
-      stats_(stats),
-      cache_(kCacheEntries, ratelimit::kMaxReply, kCacheTtlMs),
+      stats_(ctx.stats),
+      cache_(kCacheEntries, kReplyBuffer, kCacheTtlMs),
       pending_(kPendingRequests),
       parts_(workers) {
   for (size_t i = kPendingRequests; i-- > 0;) free_.push_back(uint16_t(i));
@@ -48,7 +52,19 @@ RatelimitRouter::RatelimitRouter(RatelimitService& service, unsigned self, unsig
 
 void RatelimitRouter::handle_packet(const RxPacket& p) {
   const int64_t now = RatelimitService::now_ms();
-  const ratelimit::DecodeStatus status = ratelimit::decode_request(p.data, p.len, request_);
+  const uint8_t* data = p.data;
+  size_t len = p.len;
+  ReplySeal seal;
+  if (len >= sizeof crypto::kMagic && std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
+    size_t plain_len = 0;
+    if (!fuzzy_.open(data, len, ctx_, seal, plain_, sizeof plain_, plain_len,
+                     crypto::kRequestHeaderSize + ratelimit::kHeaderSize)) {
+      return;  // counted: no key, bad MAC, unusable client key
+    }
+    data = plain_;
+    len = plain_len;
+  }
+  const ratelimit::DecodeStatus status = ratelimit::decode_request(data, len, request_);
   if (status != ratelimit::DecodeStatus::ok) {
     stats_.ratelimit_malformed.add();
     stats_.ratelimit_malformed_by[size_t(status)].add();
@@ -70,12 +86,13 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
     case ReplyCache::Lookup::fresh:
       break;
   }
-  if (!service_.permitted(request_, p.peer)) {
+  if (!service_.permitted(request_, p.peer) || (fuzzy_.encrypted_only() && !seal.encrypted)) {
     stats_.ratelimit_refused.add();
-    uint8_t reply[ratelimit::kMaxReply];
-    const size_t len = ratelimit::encode_refused_reply(request_, reply);
-    cache_.complete(key, request_.id, fingerprint, reply, len);
-    port_.reply(p.listener, p.peer, p.peer_len, reply, len);
+    uint8_t reply[kReplyBuffer];
+    const size_t n = finish_reply(
+        seal, reply, ratelimit::encode_refused_reply(request_, reply + body_offset(seal)));
+    cache_.complete(key, request_.id, fingerprint, reply, n);
+    port_.reply(p.listener, p.peer, p.peer_len, reply, n);
     return;
   }
   if (free_.empty()) {
@@ -95,6 +112,7 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   pc.kind = request_.kind;
   pc.n = request_.n;
   pc.id = request_.id;
+  pc.seal = seal;
   pc.outstanding = 0;
   pc.lost = false;
   pc.started_ms = now;
@@ -233,8 +251,8 @@ void RatelimitRouter::execute_reply(const InboxMessage& m) {
 void RatelimitRouter::finish(uint16_t slot) {
   Pending& pc = pending_[slot];
   if (pc.kind == ratelimit::kMessage) second_pass(slot);
-  uint8_t reply[ratelimit::kMaxReply];
-  const size_t len = encode(pc, reply);
+  uint8_t reply[kReplyBuffer];
+  const size_t len = finish_reply(pc.seal, reply, encode(pc, reply + body_offset(pc.seal)));
   cache_.complete(pc.peer_key, pc.id, pc.fingerprint, reply, len);
   port_.reply(pc.listener, reinterpret_cast<const sockaddr*>(&pc.peer), pc.peer_len, reply, len);
   pc.used = false;
@@ -302,6 +320,10 @@ size_t RatelimitRouter::encode(Pending& pc, uint8_t* reply) {
     items[i].capacity = b.decision.capacity;
   }
   return ratelimit::encode_bucket_reply(header_, items, reply);
+}
+
+size_t RatelimitRouter::finish_reply(const ReplySeal& seal, uint8_t* out, size_t len) {
+  return seal.encrypted ? fuzzy_.seal_reply(seal, ctx_, out, len) : len;
 }
 
 void RatelimitRouter::upkeep(int64_t now_ms) {

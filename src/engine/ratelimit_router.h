@@ -15,6 +15,10 @@
 // answer is slow. The reply cache (per worker; a client's datagrams hash to
 // one socket, so to one worker) answers a resend with the bytes already sent,
 // or drops it while the first copy is still pending: nothing is applied twice.
+//
+// Encryption: a datagram in rspamd's cryptobox envelope (as the fuzzy
+// protocol's, to one of the same keypairs) is opened first and answered
+// sealed with the same shared key; `encrypted_only` refuses plain requests.
 #pragma once
 
 #include <sys/socket.h>
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
 #include "engine/ratelimit_service.h"
 #include "engine/stats.h"
@@ -46,8 +51,10 @@ class RatelimitRouter {
   static constexpr size_t kPendingRequests = 256;
   static constexpr int64_t kTimeoutMs = 1000;
 
-  RatelimitRouter(RatelimitService& service, unsigned self, unsigned workers, RouterPort& port,
-                  WorkerStats& stats);
+  // `fuzzy` and `ctx`: the keypairs, the worker's shared-key cache and
+  // nonces, and its stats.
+  RatelimitRouter(RatelimitService& service, const FuzzyService& fuzzy, WorkerContext& ctx,
+                  unsigned self, unsigned workers, RouterPort& port);
 
   void handle_packet(const RxPacket& p);
   void execute_part(const InboxMessage& m);   // on the owner
@@ -76,6 +83,7 @@ class RatelimitRouter {
     uint8_t kind = 0;
     uint8_t n = 0;
     uint64_t id = 0;
+    ReplySeal seal;            // how to answer: plain or sealed
     uint16_t outstanding = 0;  // parts not answered yet
     bool lost = false;         // a part could not be sent: its calls fail open
     int64_t started_ms = 0;
@@ -91,8 +99,17 @@ class RatelimitRouter {
   void finish(uint16_t slot);
   void second_pass(uint16_t slot);
   size_t encode(Pending& pc, uint8_t* reply);
+  // Seals the plain reply at out + (sealed ? kReplyHeaderSize : 0), `len`
+  // bytes, when `seal` says so; returns the datagram's length.
+  size_t finish_reply(const ReplySeal& seal, uint8_t* out, size_t len);
+  static size_t body_offset(const ReplySeal& seal) {
+    return seal.encrypted ? crypto::kReplyHeaderSize : 0;
+  }
+  static constexpr size_t kReplyBuffer = ratelimit::kMaxReply + crypto::kReplyHeaderSize;
 
   RatelimitService& service_;
+  const FuzzyService& fuzzy_;
+  WorkerContext& ctx_;
   unsigned self_;
   unsigned workers_;
   RouterPort& port_;
@@ -102,6 +119,7 @@ class RatelimitRouter {
   std::vector<uint16_t> free_;
   std::vector<InboxMessage> parts_;      // per owner: the part being filled
   std::vector<uint16_t> scratch_calls_;  // call positions for route()
+  uint8_t plain_[ratelimit::kMaxRequest];  // an opened encrypted request
   ratelimit::Request request_;           // decoding scratch (~13 KB)
   ratelimit::Request header_;            // the reply's header fields (kind, n, id)
   ratelimit::MessageResult message_results_[ratelimit::kMaxMessages];

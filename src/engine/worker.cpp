@@ -37,7 +37,8 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
       fuzzy_listeners_(engine.fuzzy_listener_count()) {
   if (RatelimitService* rl = engine.ratelimit_service()) {
     RouterPort& port = *this;  // a private base: named here, inside the class
-    ratelimit_ = std::make_unique<RatelimitRouter>(*rl, index, engine.worker_count(), port, stats_);
+    ratelimit_ = std::make_unique<RatelimitRouter>(*rl, service_, ctx_, index, engine.worker_count(),
+                                                   port);
   }
   ctx_.changes = changes;
   if (counters_ != nullptr) {

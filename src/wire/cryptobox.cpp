@@ -20,7 +20,6 @@ namespace {
 
 // A command header is 76 bytes; rspamd treats shorter "rsfe" datagrams as
 // plain (and then drops them as malformed).
-constexpr size_t kMinEncryptedRequest = kRequestHeaderSize + 76;
 
 // XChaCha20 is ChaCha20 (64-bit nonce, 64-bit block counter) under the
 // subkey HChaCha20(nm, nonce[0..16]) with nonce[16..24] (libsodium builds it
@@ -60,8 +59,9 @@ struct Keystream {
 
 }  // namespace
 
-bool parse_encrypted_request(const uint8_t* data, size_t len, EncryptedRequestHeader& out) {
-  if (data == nullptr || len < kMinEncryptedRequest) return false;
+bool parse_encrypted_request(const uint8_t* data, size_t len, EncryptedRequestHeader& out,
+                             size_t min_len) {
+  if (data == nullptr || len < min_len || len < kRequestHeaderSize) return false;
   if (std::memcmp(data, kMagic, sizeof kMagic) != 0) return false;
   size_t at = sizeof kMagic;
   out.key_id = data + at;

@@ -29,8 +29,11 @@ inline constexpr size_t kRequestHeaderSize = 4 + kKeyIdSize + kKeySize + kNonceS
 inline constexpr size_t kReplyHeaderSize = kNonceSize + kMacSize;                                  // 40
 
 // True when `data` starts with the magic and is long enough to be encrypted
-// (rspamd: >= 160 bytes, i.e. header + 76-byte command); fills `out`.
-bool parse_encrypted_request(const uint8_t* data, size_t len, EncryptedRequestHeader& out);
+// (rspamd's fuzzy protocol: >= 160 bytes, i.e. header + 76-byte command;
+// shingled's own protocols pass their own smallest request); fills `out`.
+inline constexpr size_t kMinFuzzyEncrypted = kRequestHeaderSize + 76;
+bool parse_encrypted_request(const uint8_t* data, size_t len, EncryptedRequestHeader& out,
+                             size_t min_len = kMinFuzzyEncrypted);
 
 // nm = HChaCha20(X25519(secret, peer_public), 0^16). False when the peer key
 // is a low-order point (the scalar multiplication yields zero).

@@ -22,6 +22,9 @@
 #include "common/net_address.h"
 #include "engine/engine.h"
 #include "udp_test_support.h"
+#include "shingled/ratelimit_client.h"
+#include "wire/base32.h"
+#include "wire/keypair_text.h"
 #include "wire/ratelimit_codec.h"
 
 namespace shingled {
@@ -111,7 +114,7 @@ class RatelimitServiceUdp : public ::testing::Test {
   void TearDown() override {
     if (engine_) engine_->stop();
   }
-  void start(const std::string& allow) {
+  void start(const std::string& allow, bool encrypted_only = false) {
     if (engine_) engine_->stop();
     engine_.reset();
     port_ = free_udp_port();
@@ -128,7 +131,9 @@ class RatelimitServiceUdp : public ::testing::Test {
     BucketStoreOptions bo;
     bo.max_buckets = 100'000;
     buckets_ = std::make_unique<BucketStore>(bo);
-    engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{}, nullptr,
+    config.encrypted_only = encrypted_only;
+    keypair_ = generate_keypair();
+    engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{keypair_}, nullptr,
                                        buckets_.get());
     ASSERT_TRUE(engine_->start(err)) << err;
   }
@@ -142,6 +147,7 @@ class RatelimitServiceUdp : public ::testing::Test {
   std::unique_ptr<FuzzyStore> fuzzy_;
   std::unique_ptr<BucketStore> buckets_;
   std::unique_ptr<Engine> engine_;
+  Keypair keypair_;
 };
 
 TEST_F(RatelimitServiceUdp, bucket_calls_on_both_owners_come_back_in_one_reply) {
@@ -282,6 +288,29 @@ TEST_F(RatelimitServiceUdp, malformed_datagrams_are_dropped_and_counted_by_reaso
                        .get();
   }
   EXPECT_EQ(bad_version, 1u);
+}
+
+TEST_F(RatelimitServiceUdp, encrypted_requests_are_answered_sealed_and_encrypted_only_refuses_plain) {
+  start("127.0.0.1", true);
+  ratelimit::Client client;
+  std::string error;
+  ASSERT_TRUE(client.connect("127.0.0.1:" + std::to_string(port_), error)) << error;
+  ratelimit::ClientMessage m;
+  m.ip = "192.0.2.1";
+  m.sender = "a@x.org";
+  m.rcpts = {"sealed@y.org"};
+  ratelimit::MessageResult r;
+  EXPECT_EQ(client.message(m, r, error), ratelimit::ClientOutcome::refused)
+      << "plain, and the server is encrypted_only";
+  ASSERT_TRUE(client.set_server_key(base32_encode(keypair_.public_key, crypto::kKeySize), error))
+      << error;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(client.message(m, r, error), ratelimit::ClientOutcome::ok) << error;
+    EXPECT_EQ(r.verdict, ratelimit::kAccept);
+  }
+  ASSERT_EQ(client.message(m, r, error), ratelimit::ClientOutcome::ok) << error;
+  EXPECT_EQ(r.verdict, ratelimit::kLimit) << "the third to a burst of 2, through the sealed path";
+  EXPECT_GE(stat(&WorkerStats::encrypted_requests), 3u);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shingle_load/crypto_client.h"
+#include "client/crypto_client.h"
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/options.h"
 #include "shingle_load/run_stats.h"
@@ -64,7 +64,7 @@ class LoadThread {
   uint64_t start_ns_ = 0;
   uint64_t last_activity_ns_ = 0;  // the last send or reply
   std::vector<std::unique_ptr<Connection>> conns_;
-  CryptoClient crypto_;
+  client::CryptoClient crypto_;
   RunStats stats_;
 };
 

@@ -1,4 +1,5 @@
-// The client side of rspamd's fuzzy encryption for one load thread: its own
+// The client side of rspamd's cryptobox (the fuzzy protocol's, and shingled's own
+// protocols use the same envelope) for one thread or client object: its own
 // X25519 keypair, the shared key with the server (computed once), fresh
 // nonces without a system call per request. Never shared between threads.
 #pragma once
@@ -9,7 +10,7 @@
 #include "wire/cryptobox.h"
 #include "wire/nonce_source.h"
 
-namespace shingled::load {
+namespace shingled::client {
 
 class CryptoClient {
  public:
@@ -32,4 +33,4 @@ class CryptoClient {
   crypto::NonceSource nonces_;
 };
 
-}  // namespace shingled::load
+}  // namespace shingled::client

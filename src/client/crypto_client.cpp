@@ -1,6 +1,6 @@
 // Per-thread encryption of requests and opening of replies (see
 // crypto_client.h), laid out as rspamd's client does (spec 10.1, 10.3).
-#include "shingle_load/crypto_client.h"
+#include "client/crypto_client.h"
 
 #include <sodium.h>
 
@@ -8,7 +8,7 @@
 
 #include "wire/keypair_text.h"
 
-namespace shingled::load {
+namespace shingled::client {
 
 bool CryptoClient::init(const uint8_t server_pk[crypto::kKeySize]) {
   Keypair kp = generate_keypair();
@@ -35,4 +35,4 @@ bool CryptoClient::open(uint8_t* reply, size_t len) {
                                reply + crypto::kReplyHeaderSize, len - crypto::kReplyHeaderSize);
 }
 
-}  // namespace shingled::load
+}  // namespace shingled::client
