@@ -23,8 +23,8 @@
 //
 // Reports, over the measured window after the warm-up, bucket decisions
 // (the buckets of every checked message: 3 each) per wall second and per
-// second of the server's CPU (user + system, /proc/PID/stat), in the Redis
-// driver's line format.
+// second of the server's CPU (user + system, /proc/PID/stat; the kernel's
+// share of it shown), in the Redis driver's line format.
 //
 //   ratelimit_udp_driver --port P [--connections 4] [--depth 32]
 //       [--keys 1000000] [--zipf S] [--seconds 5] [--warmup 1]
@@ -157,14 +157,19 @@ void flush(Connection& c) {
 }
 
 struct Snapshot {
-  double t, cpu, driver_cpu;
+  double t, cpu, cpu_user, driver_cpu;
   Counters c;
 };
 
 Snapshot snapshot(const Options& o, const Counters& c) {
   Snapshot s{};
   s.t = double(now_us()) / 1e6;
-  if (o.server_pid > 0 && !load::process_cpu_seconds(o.server_pid, s.cpu)) s.cpu = 0;
+  double system = 0;
+  if (o.server_pid > 0 && load::process_cpu_seconds(o.server_pid, s.cpu_user, system)) {
+    s.cpu = s.cpu_user + system;
+  } else {
+    s.cpu = s.cpu_user = 0;
+  }
   s.driver_cpu = load::self_cpu_seconds();
   s.c = c;
   return s;
@@ -362,7 +367,8 @@ int main(int argc, char** argv) {
          decisions > 0 ? requests / decisions : 0.0);
   printf("  bucket decisions %.0f/s", decisions / dt);
   if (o.server_pid > 0) {
-    printf(", shingled CPU %.2f cores, %.0f decisions per shingled-core-second", cpu / dt,
+    printf(", shingled CPU %.2f cores (%.0f %% in the kernel), %.0f decisions per shingled-core-second",
+           cpu / dt, cpu > 0 ? 100.0 * (1 - (b.cpu_user - a.cpu_user) / cpu) : 0.0,
            cpu > 0 ? decisions / cpu : 0.0);
   }
   printf(", driver CPU %.2f cores\n", (b.driver_cpu - a.driver_cpu) / dt);
