@@ -244,7 +244,7 @@ void drive(const Options& o, unsigned index, const std::atomic<bool>& stop, Coun
 }
 
 struct Snapshot {
-  double t, cpu, driver_cpu;
+  double t, cpu, cpu_user, driver_cpu;
   uint64_t messages, limited, decisions, calls;
 };
 
@@ -254,7 +254,12 @@ Snapshot snapshot(const Options& o, const Counters& c) {
                    std::chrono::steady_clock::now().time_since_epoch())
                    .count()) /
         1e6;
-  if (o.redis_pid > 0 && !load::process_cpu_seconds(o.redis_pid, s.cpu)) s.cpu = 0;
+  double system = 0;
+  if (o.redis_pid > 0 && load::process_cpu_seconds(o.redis_pid, s.cpu_user, system)) {
+    s.cpu = s.cpu_user + system;
+  } else {
+    s.cpu = s.cpu_user = 0;
+  }
   s.driver_cpu = load::self_cpu_seconds();
   s.messages = c.messages.load();
   s.limited = c.limited.load();
@@ -320,7 +325,8 @@ int main(int argc, char** argv) {
          double(b.calls - a.calls) / dt, decisions > 0 ? double(b.calls - a.calls) / decisions : 0.0);
   printf("  bucket decisions %.0f/s", decisions / dt);
   if (o.redis_pid > 0) {
-    printf(", redis CPU %.2f cores, %.0f decisions per redis-core-second", cpu / dt,
+    printf(", redis CPU %.2f cores (%.0f %% in the kernel), %.0f decisions per redis-core-second",
+           cpu / dt, cpu > 0 ? 100.0 * (1 - (b.cpu_user - a.cpu_user) / cpu) : 0.0,
            cpu > 0 ? decisions / cpu : 0.0);
   }
   // A driver near 1.0 core (or a server well under it) means the load,

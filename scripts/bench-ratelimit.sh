@@ -10,8 +10,13 @@
 #     copied), driven from CPU 1 by bench/redis_ratelimit_driver exactly as
 #     rspamd's module calls them per message: EVALSHA check for each bucket,
 #     then EVALSHA update for each bucket unless one limited the message.
-#  2. shingled: NOT BUILT YET (the engine integration is under way): the
-#     marked hook below.
+#  2. shingled: workers = 1 pinned to CPU 0, only the rates of the mix,
+#     driven from CPU 1 by bench/ratelimit_udp_driver as the rspamd plugin
+#     (contrib/rspamd/shingled_ratelimit.lua) asks it per message: a check
+#     request, then an update echoing the check's reservation mask unless
+#     the verdict is limit; then the one-shot flow (one datagram a message),
+#     labelled as such; then the ratio shingled / Redis per server-core-
+#     second for each key distribution.
 #
 # What must be equal between the two halves, or the ratio means nothing:
 #  - the mix: bench/ratelimit_mix.h (rates to 100/min, to_ip 30/min,
@@ -50,16 +55,22 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null || 
   scripts/install-deps.sh
 fi
 [ -f build/build.ninja ] || meson setup build -Dbuildtype=release >/dev/null
-ninja -C build bench/redis_ratelimit_driver >/dev/null
+ninja -C build bench/redis_ratelimit_driver bench/ratelimit_udp_driver src/daemon/shingled tools/shinglectl >/dev/null
 
 tmp=$(mktemp -d)
 redis_pid=""
-stop_redis() {
-  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null; fi
-  redis_pid=""
+shingled_pid=""
+# stop_server VAR: stops the server whose pid VAR holds (one this script
+# started), waits for it and empties VAR.
+stop_server() {
+  local pid=${!1}
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; fi
+  printf -v "$1" '%s' ""
   return 0
 }
-trap 'stop_redis; rm -rf "$tmp"' EXIT
+stop_redis() { stop_server redis_pid; }
+stop_shingled() { stop_server shingled_pid; }
+trap 'stop_redis; stop_shingled; rm -rf "$tmp"' EXIT
 
 # rspamd's scripts, verbatim from the installed plugin.
 python3 - "$rspamd_plugin" "$tmp" <<'PY'
@@ -94,23 +105,92 @@ start_redis() {
 
 echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*') on CPU 0, rspamd $version ratelimit scripts; driver on CPU 1"
 echo "   $keys recipients, $connections connections x $depth messages in flight, ${warmup}s warm-up, ${seconds}s measured"
+declare -A redis_rate
 for zipf in 0 1.1; do
   start_redis
-  taskset -c 1 build/bench/redis_ratelimit_driver --port "$redis_port" \
+  out=$(taskset -c 1 build/bench/redis_ratelimit_driver --port "$redis_port" \
     --check-sha "$check_sha" --update-sha "$update_sha" --connections "$connections" \
     --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
-    --redis-pid "$redis_pid"
+    --redis-pid "$redis_pid")
+  echo "$out"
+  redis_rate[$zipf]=$(grep -o '[0-9]* decisions per redis-core-second' <<<"$out" | cut -d' ' -f1)
   echo "  redis keys after the run: $(redis-cli -p "$redis_port" dbsize)"
   stop_redis
 done
 
 # ---------------------------------------------------------------- shingled
-# HOOK: the shingled half goes here, once the engine serves the rate-limit
-# protocol. Same mix and flow as above (see the header): shingled with
-# workers = 1 and `ratelimit { rates { to = "100 / 1min"; to_ip = "30 / 1min";
-# to_ip_from = "20 / 1min"; } }` pinned to CPU 0, a driver on CPU 1 sending
-# bench/ratelimit_mix.h's messages as check then update (echoed mask)
-# requests, the same $connections x $depth in flight, $keys keys, zipf 0
-# and 1.1, $warmup s warm-up and $seconds s measured, printing the same
-# "bucket decisions N/s, ... per server-core-second" line; then the ratio.
-echo "== shingled: not run (the rate-limit listener is not wired into the engine yet)"
+# shingled with workers = 1 pinned to CPU 0 (taskset; pin_workers puts the
+# worker on the first allowed CPU), only the rate-limit service on a private
+# port (fuzzy on another private port with a small table, counters off),
+# rates exactly the mix's, room for every bucket the keys can form (3 a
+# recipient); bench/ratelimit_udp_driver on CPU 1 sends the mix as the
+# plugin's two-phase flow (check, then update with the echoed mask), the
+# same connections x depth, keys, warm-up and window. A fresh daemon for each
+# run (no buckets). Then the one-shot flow, labelled as such.
+start_shingled() {
+  local port
+  port=$((20000 + RANDOM % 20000))
+  rm -rf "$tmp/db" "$tmp/ctl.sock"
+  cat >"$tmp/shingled.conf" <<CONF
+bind_socket = "127.0.0.1:$port";
+counters_bind_socket = [];
+ratelimit_bind_socket = "127.0.0.1:$((port + 1))";
+ratelimit_max_buckets = $((3 * keys + 1000));
+ratelimit {
+  rates {
+    to = "100 / 1min";
+    to_ip = "30 / 1min";
+    to_ip_from = "20 / 1min";
+  }
+}
+workers = 1;
+max_hashes = 10k;
+hashfile = "$tmp/db";
+sync = 1h;
+control_socket = "$tmp/ctl.sock";
+CONF
+  taskset -c 0 build/src/daemon/shingled --config "$tmp/shingled.conf" >>"$tmp/shingled.log" 2>&1 &
+  shingled_pid=$!
+  for _ in $(seq 600); do
+    build/tools/shinglectl --socket "$tmp/ctl.sock" ping >/dev/null 2>&1 && break
+    kill -0 "$shingled_pid" 2>/dev/null || { echo "shingled exited:" >&2; tail "$tmp/shingled.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  shingled_port=$((port + 1))
+}
+
+echo "== shingled $(git rev-parse --short HEAD 2>/dev/null || echo ?): workers = 1 on CPU 0; driver on CPU 1"
+echo "   same mix, $connections connections x $depth messages in flight, ${warmup}s warm-up, ${seconds}s measured"
+declare -A shingled_rate
+for zipf in 0 1.1; do
+  start_shingled
+  out=$(taskset -c 1 build/bench/ratelimit_udp_driver --port "$shingled_port" --connections "$connections" \
+    --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
+    --server-pid "$shingled_pid") || { echo "$out"; echo "ratelimit_udp_driver failed (wrong replies)" >&2; exit 1; }
+  echo "$out"
+  shingled_rate[$zipf]=$(grep -o '[0-9]* decisions per shingled-core-second' <<<"$out" | cut -d' ' -f1)
+  echo "  live buckets after the run: $(build/tools/shinglectl --socket "$tmp/ctl.sock" stats --json |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['ratelimit']['live_buckets'])")"
+  stop_shingled
+done
+for zipf in 0 1.1; do
+  start_shingled
+  taskset -c 1 build/bench/ratelimit_udp_driver --port "$shingled_port" --connections "$connections" \
+    --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
+    --server-pid "$shingled_pid" --one-shot
+  stop_shingled
+done
+
+echo "== shingled / Redis, bucket decisions per server-core-second (two-phase, like for like; target >= 10x)"
+for zipf in 0 1.1; do
+  label=uniform; [ "$zipf" = 0 ] || label="zipf $zipf"
+  python3 - "$label" "${shingled_rate[$zipf]:-0}" "${redis_rate[$zipf]:-0}" <<'PY'
+import sys
+label, s, r = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+if r <= 0 or s <= 0:
+    print("  %-8s no figure (shingled %.0f, redis %.0f)" % (label, s, r)); sys.exit(0)
+ratio = s / r
+print("  %-8s shingled %.0f / redis %.0f = %.1fx: target %s" % (label, s, r, ratio,
+      "met" if ratio >= 10 else "NOT met (%.0f %% short)" % (100 * (1 - ratio / 10))))
+PY
+done

@@ -129,13 +129,12 @@ void RatelimitRouter::build_calls(Pending& pc) {
   if (request_.kind == ratelimit::kBucket) {
     for (uint8_t i = 0; i < request_.n; ++i) {
       const ratelimit::BucketItem& item = request_.buckets[i];
-      Call c;
+      Call& c = pc.calls.emplace_back();
       c.call.id = store.id_of(item.key.data(), item.key.size());
       c.call.params = service_.item_params(item);
       c.call.cost = item.cost;
       c.call.op = RatelimitService::item_op(item.op);
       c.message = i;
-      pc.calls.push_back(c);
     }
     stats_.ratelimit_bucket_calls.add(request_.n);
     return;
@@ -151,7 +150,7 @@ void RatelimitRouter::build_calls(Pending& pc) {
     const MessageOutcome outcome = static_cast<MessageOutcome>(item.outcome);
     for (size_t b = 0; b < buckets_.n; ++b) {
       const DerivedBucket& d = buckets_.items[b];
-      Call c;
+      Call& c = pc.calls.emplace_back();
       c.call.id = store.id_of(d.key, d.key_len);
       c.call.params = rules.params(d);
       c.call.cost = d.cost;
@@ -159,7 +158,6 @@ void RatelimitRouter::build_calls(Pending& pc) {
       c.call.outcome = outcome;
       c.message = m;
       c.meta = BucketMeta{d.family, d.rcpt_index};
-      pc.calls.push_back(c);
     }
   }
   pc.first_call[request_.n] = uint16_t(pc.calls.size());
@@ -263,9 +261,13 @@ void RatelimitRouter::finish(uint16_t slot) {
 void RatelimitRouter::second_pass(uint16_t slot) {
   Pending& pc = pending_[slot];
   RatelimitStats counted;
-  scratch_calls_.clear();
-  BucketMeta meta[kMaxMessageBuckets];
-  BucketResult results[kMaxMessageBuckets];
+  // Members, not locals: constructing 64 BucketMeta and BucketResult per
+  // request cost more than the rest of the second pass (and the copy of
+  // the call positions allocated per request).
+  std::vector<uint16_t>& which = second_calls_;
+  which.clear();
+  BucketMeta* const meta = meta_scratch_;
+  BucketResult* const results = result_scratch_;
   for (uint8_t m = 0; m < pc.n; ++m) {
     ratelimit::MessageResult& r = message_results_[m];
     if (pc.skip[m] != MessageSkip::none) {
@@ -285,13 +287,10 @@ void RatelimitRouter::second_pass(uint16_t slot) {
       const BucketOp op = second_pass_op(pc.phase[m], limited, reserved_by(pc.phase[m], results[i]));
       if (op == BucketOp::peek) continue;
       pc.calls[from + i].call.op = op;
-      scratch_calls_.push_back(uint16_t(from + i));
+      which.push_back(uint16_t(from + i));
     }
   }
-  if (!scratch_calls_.empty()) {
-    const std::vector<uint16_t> which = scratch_calls_;  // route() reuses nothing of it
-    route(slot, false, which);
-  }
+  if (!which.empty()) route(slot, false, which);
   stats_.ratelimit_messages.add(counted.messages);
   stats_.ratelimit_limited.add(counted.limited);
   stats_.ratelimit_whitelisted.add(counted.whitelisted);

@@ -119,6 +119,9 @@ class RatelimitRouter {
   std::vector<uint16_t> free_;
   std::vector<InboxMessage> parts_;      // per owner: the part being filled
   std::vector<uint16_t> scratch_calls_;  // call positions for route()
+  std::vector<uint16_t> second_calls_;   // the same for second passes
+  BucketMeta meta_scratch_[kMaxMessageBuckets];      // second_pass(): one message's
+  BucketResult result_scratch_[kMaxMessageBuckets];  // metas and first-pass results
   uint8_t plain_[ratelimit::kMaxRequest];  // an opened encrypted request
   ratelimit::Request request_;           // decoding scratch (~13 KB)
   ratelimit::Request header_;            // the reply's header fields (kind, n, id)

@@ -18,6 +18,13 @@ double self_cpu_seconds() {
 }
 
 bool process_cpu_seconds(int pid, double& out) {
+  double user = 0, system = 0;
+  if (!process_cpu_seconds(pid, user, system)) return false;
+  out = user + system;
+  return true;
+}
+
+bool process_cpu_seconds(int pid, double& user, double& system) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = fopen(path, "re");
@@ -40,7 +47,8 @@ bool process_cpu_seconds(int pid, double& out) {
   const unsigned long long utime = strtoull(p, &end, 10);
   if (end == p) return false;
   const unsigned long long stime = strtoull(end, nullptr, 10);
-  out = double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+  user = double(utime) / double(sysconf(_SC_CLK_TCK));
+  system = double(stime) / double(sysconf(_SC_CLK_TCK));
   return true;
 }
 

@@ -11,5 +11,8 @@ double self_cpu_seconds();
 // User + system time of process `pid`, all threads; false when it cannot be
 // read (no such process, no permission).
 bool process_cpu_seconds(int pid, double& out);
+// The same, user and system apart (where a server's time goes: its own code
+// or the kernel's network stack).
+bool process_cpu_seconds(int pid, double& user, double& system);
 
 }  // namespace shingled::load
