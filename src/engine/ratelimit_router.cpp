@@ -272,7 +272,7 @@ void RatelimitRouter::second_pass(uint16_t slot) {
     ratelimit::MessageResult& r = message_results_[m];
     if (pc.skip[m] != MessageSkip::none) {
       r = skipped_result(pc.skip[m]);
-      count_message_result(r, pc.skip[m], counted);
+      count_message_result(r, pc.skip[m], pc.phase[m], counted);
       continue;
     }
     const size_t from = pc.first_call[m], n = pc.first_call[m + 1] - from;
@@ -281,7 +281,7 @@ void RatelimitRouter::second_pass(uint16_t slot) {
       results[i] = pc.calls[from + i].result;
     }
     r = combine_bucket_results(meta, results, n, pc.phase[m]);
-    count_message_result(r, MessageSkip::none, counted);
+    count_message_result(r, MessageSkip::none, pc.phase[m], counted);
     const bool limited = r.verdict == ratelimit::kLimit;
     for (size_t i = 0; i < n; ++i) {
       const BucketOp op = second_pass_op(pc.phase[m], limited, reserved_by(pc.phase[m], results[i]));

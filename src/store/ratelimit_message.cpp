@@ -96,12 +96,15 @@ ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
 }
 
 void count_message(const ratelimit::MessageResult& result, const MessageBuckets& buckets,
-                   RatelimitStats& stats) {
-  count_message_result(result, buckets.skip, stats);
+                   MessagePhase phase, RatelimitStats& stats) {
+  count_message_result(result, buckets.skip, phase, stats);
 }
 
 void count_message_result(const ratelimit::MessageResult& result, MessageSkip skip,
-                          RatelimitStats& stats) {
+                          MessagePhase phase, RatelimitStats& stats) {
+  if (result.flags & ratelimit::kResultStoreFull) ++stats.store_full;
+  // update and release carry out a decision already counted at check
+  if (phase != MessagePhase::check && phase != MessagePhase::one_shot) return;
   ++stats.messages;
   if (result.verdict == ratelimit::kLimit) {
     ++stats.limited;
@@ -113,7 +116,6 @@ void count_message_result(const ratelimit::MessageResult& result, MessageSkip sk
     ++stats.whitelisted;
   }
   if (skip == MessageSkip::too_many_rcpts) ++stats.too_many_rcpts;
-  if (result.flags & ratelimit::kResultStoreFull) ++stats.store_full;
 }
 
 ratelimit::MessageResult run_message(BucketTable& table, const RatelimitRules& rules,
@@ -143,7 +145,7 @@ ratelimit::MessageResult run_message(BucketTable& table, const RatelimitRules& r
     const BucketOp op = second_pass_op(phase, limited, reserved_by(phase, results[i]));
     if (op != BucketOp::peek) call(i, op);
   }
-  count_message(r, buckets, stats);
+  count_message(r, buckets, phase, stats);
   return r;
 }
 

@@ -35,7 +35,10 @@ BucketOp first_pass_op(MessagePhase phase, bool reserved);
 // if not; peek = nothing.
 BucketOp second_pass_op(MessagePhase phase, bool limited, bool reserved_now);
 
-// Per-family message counters; the engine sums them across cores.
+// Per-family message counters; the engine sums them across cores. A message
+// is counted once, at its decision (check or one-shot): the update or
+// release that follows a check in the two-phase flow decides nothing and
+// counts only in store_full.
 struct RatelimitStats {
   uint64_t messages = 0;
   uint64_t limited = 0;
@@ -62,7 +65,7 @@ ratelimit::MessageResult combine_bucket_results(const BucketMeta* meta, const Bu
                                                 size_t n, MessagePhase phase);
 // count_message() for a message whose buckets are gone (its skip kept).
 void count_message_result(const ratelimit::MessageResult& result, MessageSkip skip,
-                          RatelimitStats& stats);
+                          MessagePhase phase, RatelimitStats& stats);
 
 // Combines the first-pass results of a message's buckets into its reply
 // (without the second pass, which changes no verdict): deciding bucket =
@@ -74,7 +77,7 @@ ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
 ratelimit::MessageResult skipped_result(MessageSkip skip);
 
 void count_message(const ratelimit::MessageResult& result, const MessageBuckets& buckets,
-                   RatelimitStats& stats);
+                   MessagePhase phase, RatelimitStats& stats);
 
 // Everything for one message on one table. `results` is scratch of
 // kMaxMessageBuckets entries.

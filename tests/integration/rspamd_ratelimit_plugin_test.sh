@@ -13,6 +13,8 @@
 set -uo pipefail
 # shared helpers: die, lib_setup (temp dir, cleanup trap, port picker), rc, pass, fail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_rspamd.sh"
+# rl_rspamd_start: rspamd 3.4 with the plugin, as the shingled test starts it
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_rl_rspamd.sh"
 
 KEEP=0; START_TIMEOUT=20; RT=5; TRACE=0
 while [ $# -gt 0 ]; do
@@ -87,45 +89,12 @@ end
 EOF
 
 start_rl_rspamd() {  # name port plugin-options extra-ucl
-    local d="$TMP/rspamd-$1" port=$2 t0 ready=0 deadline
-    mkdir -p "$d/db" "$d/run" "$d/plugins.d"
-    cp "$PLUGIN" "$d/plugins.d/"
-    cat >"$d/rspamd.conf" <<EOF
-# Self-contained rspamd 3.4 config: no /etc/rspamd includes, no redis/DNS users.
-options {
-  pidfile = "$d/run/rspamd.pid";
-  filters = "";
-  url_tld = "$TMP/tld.dat";
-  hs_cache_dir = "$d/db";
-  cache_file = "$d/db/symbols.cache";
-  dynamic_conf = "$d/db/rspamd_dynamic";
-  history_file = "$d/db/rspamd.history";
-  stats_file = "$d/db/stats.ucl";
-  local_addrs = [];
-  task_timeout = 8s;
-}
-logging { type = "file"; filename = "$d/rspamd.log"; level = "info"; }
-worker "normal" {
-  bind_socket = "127.0.0.1:$port";
-  count = 1;
-  mime = true;
-}
-modules { path = "$d/plugins.d/"; }
-lua = "$TMP/test_rules.lua";
-actions { reject = 15; add_header = 6; }
-shingled_ratelimit {
-  servers = "127.0.0.1:$P_FAKE";
-  timeout = 0.5s;
+    local d="$TMP/rspamd-$1" port=$2 t0 ready=0 deadline pid
+    rl_rspamd_start "$1" "$port" "127.0.0.1:$P_FAKE" "  timeout = 0.5s;
   retransmits = 1;
-${3:-}
-}
-${4:-}
-EOF
-    rspamd -f "${ROOT_OPTS[@]}" -c "$d/rspamd.conf" --var DBDIR="$d/db" --var RUNDIR="$d/run" \
-        --var LOGDIR="$d" >"$d/stdout.log" 2>&1 &
-    local pid=$!
-    PIDS+=("$pid")
-    printf -v "RSPAMD_PID_$1" '%s' "$pid"
+${3:-}" "lua = \"$TMP/test_rules.lua\";
+${4:-}"
+    pid="RSPAMD_PID_$1"; pid=${!pid}
     t0=$(date +%s.%N)
     deadline=$(( $(date +%s) + START_TIMEOUT ))
     while [ "$(date +%s)" -lt "$deadline" ]; do

@@ -283,6 +283,14 @@ TEST(RatelimitMessage, check_reserves_update_commits_release_frees) {
   h.run(e, MessagePhase::update, 10, 0);  // never checked: a plain update
   EXPECT_EQ(h.state("33333:bob@r")->level, 2);
   EXPECT_EQ(h.state("33333:bob@r")->pending, 1);
+  // A message is counted once, at its decision: updates and releases carry
+  // out a check's decision (the two-phase flow would count mails twice).
+  EXPECT_EQ(h.stats.messages, 4u);
+  EXPECT_EQ(h.stats.limited, 1u);
+  h.run(envelope({"postmaster@r"}), MessagePhase::check, 20);
+  h.run(envelope({"postmaster@r"}), MessagePhase::update, 20);
+  EXPECT_EQ(h.stats.messages, 5u);
+  EXPECT_EQ(h.stats.whitelisted, 1u);
 }
 
 TEST(RatelimitMessage, a_limited_check_releases_the_buckets_that_had_room) {

@@ -241,6 +241,9 @@ TEST_F(RatelimitServiceUdp, check_reserves_update_commits_release_frees) {
   ASSERT_TRUE(c.exchange(message(5, ratelimit::kUpdate, "a@x.org", {"two@y.org"}, first), r));
   ASSERT_TRUE(c.exchange(message(6, ratelimit::kCheck, "a@x.org", {"two@y.org"}), r));
   EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept) << "the released one made room";
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_messages), 4u)
+      << "the four checks only: update and release decide nothing";
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_limited), 1u);
 }
 
 TEST_F(RatelimitServiceUdp, a_resend_is_answered_from_the_cache_and_not_applied_again) {
