@@ -41,6 +41,8 @@
 #
 # Usage (through the shared lock; the script takes no lock itself):
 #   flock /tmp/shingled-build.lock scripts/bench-ratelimit.sh [SECONDS] [KEYS]
+# BUSY_POLL_US=N sets shingled's busy_poll_us (default 0: the worker sleeps
+# when idle, as on the embedded defaults).
 # SECONDS per measured run (default 5), KEYS recipients (default 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +150,7 @@ max_hashes = 10k;
 hashfile = "$tmp/db";
 sync = 1h;
 control_socket = "$tmp/ctl.sock";
+busy_poll_us = ${BUSY_POLL_US:-0};
 CONF
   taskset -c 0 build/src/daemon/shingled --config "$tmp/shingled.conf" >>"$tmp/shingled.log" 2>&1 &
   shingled_pid=$!
