@@ -188,26 +188,8 @@ stop_pids() {  # pid...: TERM, wait up to 10 s, then KILL; also their recorded c
 children_of() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
 
 free_port() {  # a port free for both UDP and TCP on 127.0.0.1, not in $TAKEN
-  python3 - "$TAKEN" <<'PY'
-import random, socket, sys
-taken = set(sys.argv[1].split())
-while True:
-    p = random.randint(20000, 45000)
-    if str(p) in taken:
-        continue
-    ok = True
-    for typ in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
-        s = socket.socket(socket.AF_INET, typ)
-        try:
-            s.bind(("127.0.0.1", p))
-        except OSError:
-            ok = False
-        finally:
-            s.close()
-    if ok:
-        print(p)
-        break
-PY
+  # shellcheck disable=SC2086
+  python3 tests/integration/free_ports.py 1 $TAKEN
 }
 TAKEN=""
 new_port() { local p; p=$(free_port); TAKEN="$TAKEN $p"; echo "$p"; }

@@ -10,7 +10,7 @@ scripts/install-deps.sh
 if [ ! -f build/build.ninja ]; then
   meson setup build -Dbuildtype=release >/dev/null
 fi
-ninja -C build src/daemon/shingled tools/shinglectl >/dev/null
+ninja -C build src/daemon/shingled tools/shinglectl tools/shingle-load >/dev/null
 mkdir -p data
 echo "shingled: starting; figures with: build/tools/shinglectl stats" >&2
 exec build/src/daemon/shingled "$@"

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
@@ -173,6 +174,20 @@ void ensure_parent_dir(const std::string& path) {
   mkdir(path.substr(0, slash).c_str(), 0755);
 }
 
+// A store sized by `option` = `value`, or null after saying on stderr why
+// it could not be allocated.
+template <typename T, typename Options>
+std::unique_ptr<T> allocate(const Options& options, const char* what, const char* option,
+                            uint64_t value) {
+  try {
+    return std::make_unique<T>(options);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "shingled: cannot allocate %s for %s = %llu: %s\n", what, option,
+            static_cast<unsigned long long>(value), e.what());
+    return nullptr;
+  }
+}
+
 // LMDB's map is address space, not memory or disk: start large so that
 // growing it (which needs a pause in writing) is rare.
 constexpr size_t kInitialMapBytes = size_t(16) << 30;
@@ -254,14 +269,9 @@ int run(int argc, char** argv) {
              static_cast<unsigned long long>(so.max_hashes));
   }
   so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
-  std::unique_ptr<FuzzyStore> store;
-  try {
-    store = std::make_unique<FuzzyStore>(so);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "shingled: cannot allocate the store for max_hashes = %llu: %s\n",
-            static_cast<unsigned long long>(config.max_hashes), e.what());
-    return 1;
-  }
+  std::unique_ptr<FuzzyStore> store =
+      allocate<FuzzyStore>(so, "the store", "max_hashes", config.max_hashes);
+  if (store == nullptr) return 1;
 
   // The durable copy, loaded into the shards before any socket opens.
   std::string error;
@@ -278,13 +288,8 @@ int run(int argc, char** argv) {
     co.max_counters = config.counters_max;
     co.retention.ten_minute_periods = config.counters_ten_minute_periods;
     co.retention.daily_periods = config.counters_daily_periods;
-    try {
-      counters = std::make_unique<CounterStore>(co);
-    } catch (const std::exception& e) {
-      fprintf(stderr, "shingled: cannot allocate the counter store for counters_max = %llu: %s\n",
-              static_cast<unsigned long long>(config.counters_max), e.what());
-      return 1;
-    }
+    counters = allocate<CounterStore>(co, "the counter store", "counters_max", config.counters_max);
+    if (counters == nullptr) return 1;
   }
 
   PendingChanges first_sync;
@@ -317,13 +322,9 @@ int run(int argc, char** argv) {
     BucketStoreOptions bo;
     bo.max_buckets = config.ratelimit_max_buckets;
     bo.idle_expire_ms = RatelimitRules(config.ratelimit).table_options(0).idle_expire_ms;
-    try {
-      buckets = std::make_unique<BucketStore>(bo);
-    } catch (const std::exception& e) {
-      fprintf(stderr, "shingled: cannot allocate the rate-limit buckets for ratelimit_max_buckets = %llu: %s\n",
-              static_cast<unsigned long long>(config.ratelimit_max_buckets), e.what());
-      return 1;
-    }
+    buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_max_buckets",
+                                    config.ratelimit_max_buckets);
+    if (buckets == nullptr) return 1;
   }
   Engine engine(config, *store, keypairs, counters.get(), buckets.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});

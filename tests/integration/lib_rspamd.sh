@@ -14,7 +14,7 @@
 #   finish                 prints "N passed, M failed" and exits
 #
 # Globals it maintains: NPASS NFAIL PIDS CHILD_PIDS SERVER_NAMES TRACE_NAMES
-# RSPAMD_PID P_NORMAL P_CTRL (set by the caller from `py ports`).
+# RSPAMD_PID P_NORMAL P_CTRL (set by the caller from `free_ports`).
 
 die() { echo "error: $*" >&2; echo "0 passed, 1 failed"; exit 2; }
 
@@ -104,25 +104,6 @@ cat >"$PY" <<'PYEOF'
 import hashlib, json, math, os, random, re, select, socket, struct, sys, time
 
 def u(s): return struct.unpack('<iIIf', s[:16])
-
-def free_ports(n):
-    got = []
-    while len(got) < n:
-        p = random.randint(20000, 40000)
-        if p in got:
-            continue
-        ok = True
-        for typ in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, typ)
-            try:
-                s.bind(('127.0.0.1', p))
-            except OSError:
-                ok = False
-            finally:
-                s.close()
-        if ok:
-            got.append(p)
-    print(' '.join(map(str, got)))
 
 def request(cmd, flag=0, value=0, digest=None, tag=None):
     tag = random.getrandbits(32) if tag is None else tag
@@ -402,7 +383,7 @@ def traceck(log, want, keyid=''):
 
 if __name__ == '__main__':
     a = sys.argv[1:]
-    f = {'ports': lambda: free_ports(int(a[1])), 'probe': lambda: probe(a[1], a[2]),
+    f = {'probe': lambda: probe(a[1], a[2]),
          'raw': lambda: raw(*a[1:5]), 'isbound': lambda: is_bound(a[1]),
          'syms': lambda: syms(a[1]), 'addres': lambda: addres(a[1]),
          'statres': lambda: statres(a[1], a[2]), 'score': lambda: score(*a[1:]),
@@ -413,6 +394,7 @@ if __name__ == '__main__':
 PYEOF
 }
 py() { "$PYTHON" -S "$PY" "$@"; }
+free_ports() { "$PYTHON" -S "$SCRIPT_DIR/free_ports.py" "$1"; }  # N private loopback ports
 
 # ---------------------------------------------------------------- results
 pass() { NPASS=$((NPASS + 1)); echo "PASS $1${2:+ ($2)}"; }

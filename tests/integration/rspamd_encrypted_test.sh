@@ -90,7 +90,7 @@ lib_setup rspamd-enc-test
 
 # ---------------------------------------------------------------- ports
 read -r P_NORMAL P_CTRL P_ENC P_ENCONLY P_SHKEY \
-        P_R_ENC P_R_ENCPLAIN P_R_ENCONLY P_R_ENCONLYPLAIN P_R_SHKEY <<<"$(py ports 10)"
+        P_R_ENC P_R_ENCPLAIN P_R_ENCONLY P_R_ENCONLYPLAIN P_R_SHKEY <<<"$(free_ports 10)"
 [ -n "$P_R_SHKEY" ] || die "could not pick free ports"
 
 # the `shinglectl keypair` server runs when shinglectl is known (always with --build)

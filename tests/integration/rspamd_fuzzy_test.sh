@@ -88,7 +88,7 @@ lib_check_env
 lib_setup rspamd-fuzzy-test
 
 # ---------------------------------------------------------------- ports
-read -r P_NORMAL P_CTRL P_FUZZY P_REFUSE P_RELAY1 P_RELAY2 <<<"$(py ports 6)"
+read -r P_NORMAL P_CTRL P_FUZZY P_REFUSE P_RELAY1 P_RELAY2 <<<"$(free_ports 6)"
 [ -n "$P_RELAY2" ] || die "could not pick free ports"
 
 echo "mode=$MODE write_wait=${WRITE_WAIT}s tmp=$TMP"

@@ -31,7 +31,7 @@ CTL=$(realpath "$BUILD/tools/shinglectl")
 
 lib_check_env sqlite3
 lib_setup rspamd-import-test
-read -r P_NORMAL P_CTRL P_FUZZY <<<"$(py ports 3)"
+read -r P_NORMAL P_CTRL P_FUZZY <<<"$(free_ports 3)"
 [ -n "$P_FUZZY" ] || die "could not pick free ports"
 echo "tmp=$TMP ports: normal=$P_NORMAL controller=$P_CTRL fuzzy=$P_FUZZY"
 lib_make_mails

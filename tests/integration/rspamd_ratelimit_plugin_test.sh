@@ -38,7 +38,7 @@ done
 PYTHON=$(python3 -c 'import sys; print(sys.executable)') || die "python3 does not run"
 
 lib_setup rspamd-rl-plugin-test
-read -r P_FAKE P_A P_B <<<"$(py ports 3)"
+read -r P_FAKE P_A P_B <<<"$(free_ports 3)"
 [ -n "$P_B" ] || die "could not pick free ports"
 FAKE_LOG="$TMP/fake.jsonl"
 echo "tmp=$TMP fake=127.0.0.1:$P_FAKE rspamd A (two-phase)=$P_A B (one-shot, symbol mode)=$P_B"

@@ -102,23 +102,6 @@ PY="$TMP/rl.py"
 cat >"$PY" <<'PYEOF'
 import json, random, socket, sys, time
 
-def free_ports(n):  # loopback ports free for both TCP and UDP
-    got = []
-    while len(got) < n:
-        p = random.randint(20000, 40000)
-        ok = p not in got
-        for typ in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, typ)
-            try:
-                s.bind(('127.0.0.1', p))
-            except OSError:
-                ok = False
-            finally:
-                s.close()
-        if ok:
-            got.append(p)
-    print(' '.join(map(str, got)))
-
 def scan(path):  # rspamc --json -> the action, then the SMTP message (- for none)
     try:
         d = json.load(open(path))
@@ -154,7 +137,7 @@ def now():
 def calc(expr):
     print('%.3f' % eval(expr, {}))
 
-f = {'ports': lambda a: free_ports(int(a[0])), 'scan': lambda a: scan(a[0]),
+f = {'scan': lambda a: scan(a[0]),
      'stat': lambda a: stat(*a), 'malformed': lambda a: malformed(a[0]),
      'peek': lambda a: peek(a[0]), 'within': lambda a: within(*a), 'now': lambda a: now(),
      'calc': lambda a: calc(a[0])}
@@ -163,7 +146,7 @@ PYEOF
 py() { "$PYTHON" -S "$PY" "$@"; }
 now() { py now; }
 
-read -r P_FUZZY P_RL P_A P_B <<<"$(py ports 4)"
+read -r P_FUZZY P_RL P_A P_B <<<"$("$PYTHON" -S "$SCRIPT_DIR/free_ports.py" 4)"
 [ -n "${P_B:-}" ] || abort "setup" "could not pick free loopback ports"
 echo "tmp=$TMP shingled: fuzzy 127.0.0.1:$P_FUZZY, ratelimit 127.0.0.1:$P_RL; rspamd A (two-phase)=$P_A, B (one-shot)=$P_B"
 

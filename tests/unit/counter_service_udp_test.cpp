@@ -19,6 +19,7 @@
 #include "common/net_address.h"
 #include "engine/engine.h"
 #include "wire/counters_codec.h"
+#include "engine_udp_fixture.h"
 #include "udp_test_support.h"
 #include "common/little_endian.h"
 
@@ -87,39 +88,21 @@ counters::Request request(uint8_t op, uint32_t tag, unsigned n, uint64_t first_s
   return r;
 }
 
-class CounterServiceUdp : public ::testing::Test {
+class CounterServiceUdp : public test::EngineUdpFixture {
  protected:
   void SetUp() override { start("127.0.0.1"); }
-  void TearDown() override {
-    if (engine_) engine_->stop();
-  }
   void start(const std::string& allow) {
-    if (engine_) engine_->stop();
-    engine_.reset();
-    port_ = free_udp_port();
-    Config config = test::two_worker_config(allow);
+    Config config = restart_config(allow);
     std::string err;
-    ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port_),
-                                     config.counters_bind_sockets, err));
-    StoreOptions so;
-    so.max_hashes = 1000;
-    fuzzy_ = std::make_unique<FuzzyStore>(so);
+    ASSERT_TRUE(parse_listen_address(service_address(), config.counters_bind_sockets, err));
     CounterStoreOptions co;
     co.max_counters = 100'000;
     counters_ = std::make_unique<CounterStore>(co);
     engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{}, counters_.get());
     ASSERT_TRUE(engine_->start(err)) << err;
   }
-  uint64_t stat(Counter WorkerStats::*field) const {
-    uint64_t n = 0;
-    for (unsigned w = 0; w < engine_->worker_count(); ++w) n += (engine_->worker(w).stats().*field).get();
-    return n;
-  }
 
-  uint16_t port_ = 0;
-  std::unique_ptr<FuzzyStore> fuzzy_;
   std::unique_ptr<CounterStore> counters_;
-  std::unique_ptr<Engine> engine_;
 };
 
 TEST_F(CounterServiceUdp, entries_on_both_owners_come_back_in_one_reply) {

@@ -21,6 +21,7 @@
 #include "common/little_endian.h"
 #include "common/net_address.h"
 #include "engine/engine.h"
+#include "engine_udp_fixture.h"
 #include "udp_test_support.h"
 #include "shingled/ratelimit_client.h"
 #include "wire/base32.h"
@@ -108,26 +109,16 @@ ratelimit::Request message(uint64_t id, uint8_t phase, std::string_view from,
   return r;
 }
 
-class RatelimitServiceUdp : public ::testing::Test {
+class RatelimitServiceUdp : public test::EngineUdpFixture {
  protected:
   void SetUp() override { start("127.0.0.1"); }
-  void TearDown() override {
-    if (engine_) engine_->stop();
-  }
   void start(const std::string& allow, bool encrypted_only = false) {
-    if (engine_) engine_->stop();
-    engine_.reset();
-    port_ = free_udp_port();
-    Config config = test::two_worker_config(allow);
+    Config config = restart_config(allow);
     std::string err;
-    ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port_),
-                                     config.ratelimit_bind_sockets, err));
+    ASSERT_TRUE(parse_listen_address(service_address(), config.ratelimit_bind_sockets, err));
     // to: 2 messages, no leak; bounce_to: 1 message, no leak.
     config.ratelimit.rates[size_t(RateFamily::to) - 1] = {RateBucket{2, 0}};
     config.ratelimit.rates[size_t(RateFamily::bounce_to) - 1] = {RateBucket{1, 0}};
-    StoreOptions so;
-    so.max_hashes = 1000;
-    fuzzy_ = std::make_unique<FuzzyStore>(so);
     BucketStoreOptions bo;
     bo.max_buckets = 100'000;
     buckets_ = std::make_unique<BucketStore>(bo);
@@ -137,16 +128,8 @@ class RatelimitServiceUdp : public ::testing::Test {
                                        buckets_.get());
     ASSERT_TRUE(engine_->start(err)) << err;
   }
-  uint64_t stat(Counter WorkerStats::*field) const {
-    uint64_t n = 0;
-    for (unsigned w = 0; w < engine_->worker_count(); ++w) n += (engine_->worker(w).stats().*field).get();
-    return n;
-  }
 
-  uint16_t port_ = 0;
-  std::unique_ptr<FuzzyStore> fuzzy_;
   std::unique_ptr<BucketStore> buckets_;
-  std::unique_ptr<Engine> engine_;
   Keypair keypair_;
 };
 
