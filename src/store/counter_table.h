@@ -29,6 +29,7 @@
 #include "store/counter_change.h"
 #include "store/counter_key.h"
 #include "store/counter_periods.h"
+#include "store/table_memory.h"
 
 namespace shingled {
 
@@ -179,8 +180,9 @@ class CounterTable {
   CounterRetention retention_;
   size_t max_counters_;
   size_t mask_;
-  std::vector<IndexEntry> index_;
-  std::vector<Record> records_;
+  // Huge pages: both are probed at random (table_memory.h).
+  std::vector<IndexEntry, TableAllocator<IndexEntry>> index_;
+  std::vector<Record, TableAllocator<Record>> records_;
   std::vector<uint32_t> free_records_;
   std::vector<Dense> dense_;
   std::vector<uint32_t> free_dense_;

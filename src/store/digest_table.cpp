@@ -349,6 +349,9 @@ void DigestTable::kill(Bucket& b, unsigned way, uint32_t dead_stamp) {
   shared_store(b.tags[way], uint16_t{0});
   b.dead_stamps[way] = dead_stamp == 0 ? 1u : dead_stamp;
   seq_write_end(b.version, v);
+  // After the slot reads free: an index sweep that sees this count also
+  // sees the slot dead (FuzzyStore::sweep).
+  kills_.store(kills_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 bool DigestTable::remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp) {

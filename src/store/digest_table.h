@@ -78,6 +78,9 @@ class DigestTable {
   // `changes` when given. Returns records removed.
   size_t expire_slice(size_t& cursor, size_t buckets, uint32_t cutoff, uint32_t dead_stamp,
                       FuzzyChangeSink* changes);
+  // Records removed so far (deleted or expired), for any thread: while it
+  // does not move, no index entry can have become stale.
+  uint64_t kills() const { return kills_.load(std::memory_order_acquire); }
   // Values that saturated at INT32_MAX/MIN (rspamd's value is an i32).
   uint64_t saturations() const { return saturations_; }
   uint64_t extra_pool_exhausted() const { return extra_exhausted_; }
@@ -132,6 +135,7 @@ class DigestTable {
   std::vector<uint32_t> extra_free_;
   uint64_t saturations_ = 0;
   uint64_t extra_exhausted_ = 0;
+  std::atomic<uint64_t> kills_{0};  // owner-written, see kills()
 };
 
 }  // namespace shingled

@@ -317,9 +317,26 @@ void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats&
     const uint32_t slot = (ref & ((uint32_t(1) << slot_bits_) - 1)) - 1;
     return owner >= shards_.size() || !shards_[owner]->digests.slot_live(slot);
   };
+  if (s.index_cursor == 0) {  // a pass would begin
+    const uint64_t kills = total_kills();
+    if (kills == s.kills_at_pass_start) {
+      if (!s.last_pass_skipped) s.index_passes.fetch_add(1, std::memory_order_release);
+      s.last_pass_skipped = true;
+      return;
+    }
+    s.kills_at_pass_start = kills;
+    s.last_pass_skipped = false;
+  }
+  ++stats.index_slices;
   if (s.index.sweep_slice(s.index_cursor, buckets * 4, is_dead, stats.index_cleared)) {
     s.index_passes.fetch_add(1, std::memory_order_release);
   }
+}
+
+uint64_t FuzzyStore::total_kills() const {
+  uint64_t n = 0;
+  for (const auto& s : shards_) n += s->digests.kills();
+  return n;
 }
 
 }  // namespace shingled

@@ -173,6 +173,36 @@ TEST(FuzzyStore, sweep_removes_expired_records_and_frees_their_slots_later) {
   }
 }
 
+// Entries go stale only when records die: with none dead the sweep leaves
+// the index alone; a delete starts a real pass that clears the record's
+// entries, after which it rests again (slot reuse after such passes:
+// sweep_removes_expired_records_and_frees_their_slots_later).
+TEST(FuzzyStore, index_sweep_runs_only_after_a_record_died) {
+  FuzzyStore s(small(1000));
+  for (uint64_t i = 0; i < 200; ++i) write(s, make_request(100 + i, fuzzy::kWrite, 1, 1), kNow);
+  const auto sweep_all = [&](FuzzyStore::SweepStats& st, int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      for (unsigned sh = 0; sh < s.shard_count(); ++sh) s.sweep(sh, kNow, 64, st);
+    }
+  };
+  FuzzyStore::SweepStats quiet;
+  sweep_all(quiet, 200);
+  EXPECT_EQ(quiet.index_slices, 0u);
+  EXPECT_EQ(quiet.index_cleared, 0u);
+
+  ASSERT_TRUE(remove(s, make_request(150)));
+  FuzzyStore::SweepStats after_delete;
+  sweep_all(after_delete, 2000);
+  EXPECT_GT(after_delete.index_slices, 0u);
+  EXPECT_EQ(after_delete.index_cleared, size_t(fuzzy::kShingleCount));
+  // Its near-duplicate no longer finds it through stale entries.
+  EXPECT_EQ(s.check(near_duplicate(make_request(150), 30, 1), kNow).kind, CheckResult::miss);
+
+  FuzzyStore::SweepStats rested;
+  sweep_all(rested, 200);
+  EXPECT_EQ(rested.index_slices, 0u);
+}
+
 TEST(FuzzyStore, full_store_refuses_new_digests_but_updates_and_checks_work) {
   FuzzyStore s(small(100));
   for (uint64_t i = 0; i < 100; ++i) {
