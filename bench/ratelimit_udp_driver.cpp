@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "ratelimit_mix.h"
+#include "shingle_load/ratelimit_mix.h"
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/process_cpu.h"
 #include "wire/ratelimit_codec.h"

@@ -3,7 +3,7 @@
 // exactly as rspamd's ratelimit module does per message: an EVALSHA check
 // for every bucket of the message, then, if no bucket limited it (no
 // pre-result), an EVALSHA update for every bucket. Buckets, key strings and
-// rates come from shingled's own rules over bench/ratelimit_mix.h, and each
+// rates come from shingled's own rules over tools/shingle_load/ratelimit_mix.h, and each
 // key is named as rspamd names it in Redis (RL + 24 base32 characters of
 // BLAKE2b). Raw RESP over TCP, pipelined: C connections (one thread each),
 // each with D messages in flight (all their checks written at once, then
@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "ratelimit_mix.h"
+#include "shingle_load/ratelimit_mix.h"
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/process_cpu.h"
 #include "store/ratelimit_rules.h"
