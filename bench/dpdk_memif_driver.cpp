@@ -238,7 +238,7 @@ class ClosedLoop {
     load::Slot& s = *found;
     const load::Verdict v = load::verify_reply(s.code, s.cmd, body, len);
     ++stats_.answered;
-    ++stats_.outcomes[unsigned(v.outcome)];
+    if (v.outcome != load::Outcome::wrong) ++stats_.outcomes[unsigned(v.outcome)];
     stats_.latency.record(now > s.t0_ns ? now - s.t0_ns : 0);
     stats_.last_reply_ns = now;
     if (v.outcome == load::Outcome::wrong) {

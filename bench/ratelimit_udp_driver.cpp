@@ -1,6 +1,6 @@
 // The shingled half of scripts/bench-ratelimit.sh (issue 6): drives a
 // running shingled's rate-limit service (UDP, include/shingled/
-// ratelimit_wire.h) with the message mix of bench/ratelimit_mix.h, as the
+// ratelimit_wire.h) with the message mix of tools/shingle_load/ratelimit_mix.h, as the
 // rspamd plugin (contrib/rspamd/shingled_ratelimit.lua) does per message:
 // a message request in phase check, then, unless the verdict is limit, a
 // message request in phase update echoing the check's reservation mask.
@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "ratelimit_mix.h"
+#include "shingle_load/ratelimit_mix.h"
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/process_cpu.h"
 #include "wire/ratelimit_codec.h"

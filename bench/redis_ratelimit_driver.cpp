@@ -4,7 +4,7 @@
 // message (redis_ratelimit_load.h: which calls, and the two client shapes,
 // `pool` as rspamd talks to Redis and `--pipelined` as a bulk client
 // would). Buckets, key strings and rates come from shingled's own rules
-// over bench/ratelimit_mix.h, and each key is named as rspamd names it in
+// over tools/shingle_load/ratelimit_mix.h, and each key is named as rspamd names it in
 // Redis (RL + 24 base32 characters of BLAKE2b). Reports bucket decisions
 // (buckets checked) per second and per second of Redis CPU
 // (/proc/PID/stat), script calls, messages and the share limited. A

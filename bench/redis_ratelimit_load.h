@@ -2,7 +2,7 @@
 // ratelimit check and update scripts called per bucket, as rspamd's module
 // calls them per message (an EVALSHA check for every bucket of the message,
 // then an EVALSHA update for every bucket unless one limited it), over the
-// message mix both halves share (bench/ratelimit_mix.h). Two client shapes:
+// message mix both halves share (tools/shingle_load/ratelimit_mix.h). Two client shapes:
 //
 //   pool       as rspamd calls Redis: its connection pool gives every call
 //              an idle connection of its own (a new one when none is idle),
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "ratelimit_mix.h"
+#include "shingle_load/ratelimit_mix.h"
 #include "shingle_load/key_distribution.h"
 #include "store/ratelimit_rules.h"
 

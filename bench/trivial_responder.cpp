@@ -2,10 +2,12 @@
 // this machine, and a deliberately broken server for shingle-load's tests.
 // One socket, recvmmsg/sendmmsg in batches of 64, no store: every plain
 // fuzzy request gets a correct-looking reply of its epoch's size (16, 96 or
-// 144 bytes) at once. It never blocks on anything but its socket.
+// 144 bytes) at once. It never blocks on anything but its socket. Counter
+// ("shct") and rate-limit ("shrl") requests on the same socket are answered
+// from a small in-memory model (responder_services.h).
 //
 //   trivial_responder [--bind HOST:PORT] [--oracle] [--batch N]
-//                     [--break-every N --break-how flag|value|prob|digest|tag]
+//                     [--break-every N --break-how HOW]
 //
 // Answers: CHECK is a miss (value 0, flag 0, prob 0, the request's digest);
 // WRITE, DEL and anything else an acknowledgement (prob 1, the request's
@@ -18,8 +20,14 @@
 // it. Encrypted requests are dropped (it holds no keypair).
 //
 // --break-every N corrupts every Nth reply (the Nth, 2Nth, ...) in the way
-// --break-how names: flag + 1, value + 1, prob + 0.5, one digest byte
-// flipped, or the tag's high byte flipped (the reply then names no request).
+// --break-how names. Fuzzy: flag + 1, value + 1, prob + 0.5, one digest
+// byte flipped, or the tag's high byte flipped (the reply then names no
+// request). Counters: tag, status (3), count (n + 1), value (the first
+// entry's 14-day sum + 1), skip (acknowledge the increments without
+// applying them). Rate limits: tag, status (2), count (n + 1), verdict
+// (the first item's flipped), mask (bit 0 of the first message's), level
+// (the first bucket's + 1). A reply that the way does not apply to is
+// sent intact and not counted as corrupted.
 // On SIGTERM or SIGINT it prints one JSON line to standard output:
 // answered, dropped, corrupted, its CPU seconds and requests per core-second.
 #include <arpa/inet.h>
@@ -37,9 +45,12 @@
 #include <cstring>
 #include <string>
 
+#include "responder_services.h"
 #include "shingle_load/message.h"
 #include "shingle_load/options.h"
+#include "shingled/counters_wire.h"
 #include "shingled/fuzzy_wire.h"
+#include "shingled/ratelimit_wire.h"
 #include "wire/cryptobox.h"
 #include "wire/fuzzy_reply.h"
 #include "common/little_endian.h"
@@ -50,26 +61,30 @@ using namespace shingled;
 
 constexpr unsigned kMaxBatch = 64;
 constexpr size_t kRecvSize = 2048;
+constexpr size_t kSendSize = counters::kMaxReply > ratelimit::kMaxReply ? counters::kMaxReply
+                                                                        : ratelimit::kMaxReply;
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-enum class Break { none, flag, value, prob, digest, tag };
+enum class Break { none, flag, value, prob, digest, tag, other };
 
 struct Options {
   std::string bind = "127.0.0.1:11335";
   bool oracle = false;
   unsigned batch = kMaxBatch;
   uint64_t break_every = 0;
-  Break how = Break::none;
-  const char* how_name = "none";
+  Break how = Break::none;  // fuzzy's; `other`: a way only the other protocols have
+  std::string how_name = "none";
 };
 
 int usage(const char* why) {
   fprintf(stderr,
           "trivial_responder: %s\n"
           "usage: trivial_responder [--bind HOST:PORT] [--oracle] [--batch N]\n"
-          "                         [--break-every N --break-how flag|value|prob|digest|tag]\n",
+          "                         [--break-every N --break-how HOW]\n"
+          "HOW: flag|value|prob|digest|tag (fuzzy), tag|status|count|value|skip (counters),\n"
+          "     tag|status|count|verdict|mask|level (rate limits)\n",
           why);
   return 2;
 }
@@ -114,9 +129,10 @@ size_t answer(const Options& o, const uint8_t* req, size_t len, uint8_t* out) {
   return fuzzy::encode_reply(r, epoch, out);
 }
 
-void corrupt(Break how, uint8_t* reply, size_t len) {
+bool corrupt(Break how, uint8_t* reply, size_t len) {
   switch (how) {
-    case Break::none: break;
+    case Break::none:
+    case Break::other: return false;
     case Break::flag: store_le32(reply + 4, load_le32(reply + 4) + 1); break;
     case Break::value: store_le32(reply, load_le32(reply) + 1); break;
     case Break::prob: store_le_f32(reply + 12, load_le_f32(reply + 12) + 0.5f); break;
@@ -125,6 +141,7 @@ void corrupt(Break how, uint8_t* reply, size_t len) {
       break;
     case Break::tag: store_le32(reply + 8, load_le32(reply + 8) ^ 0xA5000000u); break;
   }
+  return true;
 }
 
 double cpu_seconds() {
@@ -154,9 +171,11 @@ int main(int argc, char** argv) {
     } else if (a == "--break-how" && has_next) {
       const std::string h = argv[++i];
       o.how = h == "flag" ? Break::flag : h == "value" ? Break::value : h == "prob" ? Break::prob
-              : h == "digest" ? Break::digest : h == "tag" ? Break::tag : Break::none;
-      if (o.how == Break::none) return usage("--break-how must be flag, value, prob, digest or tag");
-      o.how_name = argv[i];
+              : h == "digest" ? Break::digest : h == "tag" ? Break::tag
+              : h == "status" || h == "count" || h == "skip" || h == "verdict" || h == "mask" || h == "level"
+                  ? Break::other : Break::none;
+      if (o.how == Break::none) return usage("unknown --break-how");
+      o.how_name = h;
     } else if (a == "-h" || a == "--help") {
       usage("a fuzzy UDP responder for measuring and for testing shingle-load");
       return 0;
@@ -188,7 +207,9 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   static uint8_t in_buf[kMaxBatch][kRecvSize];
-  static uint8_t out_buf[kMaxBatch][256];
+  static uint8_t out_buf[kMaxBatch][kSendSize];
+  bench::CounterResponder counter_model;
+  bench::RatelimitResponder ratelimit_model;
   sockaddr_storage peers[kMaxBatch];
   iovec in_iov[kMaxBatch], out_iov[kMaxBatch];
   mmsghdr in[kMaxBatch], out[kMaxBatch];
@@ -214,14 +235,24 @@ int main(int argc, char** argv) {
     unsigned n = 0;
     bool broken[kMaxBatch];
     for (int j = 0; j < r; ++j) {
-      const size_t len = answer(o, in_buf[j], in[j].msg_len, out_buf[n]);
+      const uint8_t* req = in_buf[j];
+      const size_t req_len = in[j].msg_len;
+      const bool brk = o.break_every != 0 && (replies + 1) % o.break_every == 0;
+      const bool is_counters = req_len >= 4 && std::memcmp(req, counters::kMagic, 4) == 0;
+      const bool is_ratelimit = req_len >= 4 && std::memcmp(req, ratelimit::kMagic, 4) == 0;
+      bool skipped = false;
+      const size_t len =
+          is_counters    ? counter_model.answer(req, req_len, out_buf[n], brk && o.how_name == "skip", skipped)
+          : is_ratelimit ? ratelimit_model.answer(req, req_len, out_buf[n])
+                      : answer(o, req, req_len, out_buf[n]);
       if (len == 0) {
         ++dropped;
         continue;
       }
       ++replies;
-      broken[n] = o.break_every != 0 && replies % o.break_every == 0;
-      if (broken[n]) corrupt(o.how, out_buf[n], len);
+      broken[n] = brk && (is_counters    ? skipped || bench::CounterResponder::corrupt(o.how_name, out_buf[n], len)
+                          : is_ratelimit ? bench::RatelimitResponder::corrupt(o.how_name, out_buf[n], len)
+                                      : corrupt(o.how, out_buf[n], len));
       out_iov[n] = {out_buf[n], len};
       out[n] = {};
       out[n].msg_hdr.msg_iov = &out_iov[n];
@@ -244,7 +275,7 @@ int main(int argc, char** argv) {
   const double cpu = cpu_seconds();
   printf("{\"answered\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"corrupted\":%" PRIu64
          ",\"break_how\":\"%s\",\"cpu_s\":%.3f,\"req_per_core_s\":%.0f}\n",
-         answered, dropped, corrupted, o.how_name, cpu, cpu > 0 ? double(answered) / cpu : 0.0);
+         answered, dropped, corrupted, o.how_name.c_str(), cpu, cpu > 0 ? double(answered) / cpu : 0.0);
   fflush(stdout);
   close(fd);
   return 0;

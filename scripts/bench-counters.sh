@@ -2,10 +2,12 @@
 # Shingle counter figures (issue 5), in one run on this machine:
 #  1. in process: bench/counter_bench on CPU 0 (updates per second per core,
 #     uniform and Zipf keys, RAM per live counter);
-#  2. end to end over UDP: one worker (the whole daemon) on CPU 0, the
-#     driver on CPU 1, 40-entry requests, closed loop; counter updates per
-#     second of the server's own CPU, uniform and Zipf (s = 1.1) keys,
-#     increment and increment-and-read;
+#  2. end to end over UDP: one worker (the whole daemon) on CPU 0,
+#     shingle-load on CPU 1 (64 requests in flight, every reply verified and
+#     every counter read back after the run), 40-entry requests over 1M
+#     counters of the prefix mass_in, closed loop, a 1 s warm-up; counter
+#     updates per second of the server's own CPU, uniform and Zipf
+#     (s = 1.1) keys, increment and increment-and-read;
 #  3. persistence: the sync of every counter changed by those runs (time,
 #     from the daemon's own figures) and the database's bytes per counter;
 #     a restart loads them back (the daemon's log line).
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-5}
 scripts/install-deps.sh
 [ -f build/build.ninja ] || meson setup build -Dbuildtype=release >/dev/null
-ninja -C build src/daemon/shingled tools/shinglectl bench/counter_bench bench/counter_udp_driver >/dev/null
+ninja -C build src/daemon/shingled tools/shinglectl tools/shingle-load bench/counter_bench >/dev/null
 
 echo "== in process (taskset -c 0 build/bench/counter_bench)"
 taskset -c 0 build/bench/counter_bench 2>/dev/null | grep BM_
@@ -48,11 +50,22 @@ stat() {  # persistence.<field>
 }
 
 start
-echo "== end to end (daemon: workers = 1 on CPU 0; driver on CPU 1; 40 entries per request)"
-for args in "" "--zipf 1.1" "--read" "--zipf 1.1 --read"; do
+echo "== end to end (daemon: workers = 1 on CPU 0; shingle-load on CPU 1; 40 entries per request)"
+for args in "increment" "increment --zipf 1.1" "increment-read" "increment-read --zipf 1.1"; do
   # shellcheck disable=SC2086
-  taskset -c 1 build/bench/counter_udp_driver --port $((port + 1)) --entries 40 \
-    --seconds "$seconds" --server-pid "$pid" $args
+  out=$(taskset -c 1 build/tools/shingle-load counters $args --server "127.0.0.1:$((port + 1))" \
+    --entries 40 --keys 1m --prefix mass_in --inflight 64 --duration $((seconds + 1)) --warmup 1 \
+    --server-pid "$pid" --json) || { echo "$out"; echo "shingle-load counters: wrong answers" >&2; exit 1; }
+  python3 - "$args" "$out" <<'PY'
+import json, sys
+d = json.loads(sys.argv[2].strip().splitlines()[-1])
+f = d["final"] or {}
+print("  %-26s %10.0f updates/s  %10.0f per server-core-second  (server %.0f %% of a core; "
+      "wrong %d, lost %d, partial %d; final check: %d counters, %d wrong)" % (
+      sys.argv[1], d["units_per_s"], d["units_per_server_core_s"] or 0,
+      100 * d["server_cpu_s"] / d["measured_seconds"], d["wrong"], d["lost"], d["partial"],
+      f.get("read", 0), f.get("wrong", 0)))
+PY
 done
 
 echo "== persistence"

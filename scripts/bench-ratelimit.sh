@@ -24,7 +24,7 @@
 #     second for each key distribution.
 #
 # What must be equal between the two halves, or the ratio means nothing:
-#  - the mix: bench/ratelimit_mix.h (rates to 100/min, to_ip 30/min,
+#  - the mix: tools/shingle_load/ratelimit_mix.h (rates to 100/min, to_ip 30/min,
 #    to_ip_from 20/min; message k = one recipient user<k>@rcpt.example from
 #    alice@sender.example at 198.51.100.(k mod 256): 3 buckets a message),
 #    KEYS recipients, uniform and Zipf (s = 1.1), keys drawn with

@@ -12,35 +12,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
 parse_build_arg "$@"
-shingled=$(realpath "$build/src/daemon/shingled")
-ctl=$(realpath "$build/tools/shinglectl")
-load=$(realpath "$build/tools/shingle-load")
-responder=$(realpath "$build/bench/trivial_responder" 2>/dev/null || echo "$build/bench/trivial_responder")
-
-tmp=$(mktemp -d)
-pid=""
-rpid=""
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  [ -n "$rpid" ] && kill "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# field JSON EXPR: a Python expression over the object `d`.
-field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print($2)" "$1" 2>/dev/null; }
-# expect NAME JSON EXPR: passes when the expression is true.
-expect() {
-  if [ "$(field "$2" "$3")" = "True" ]; then pass "$1"; else fail "$1" "not ($3) in $2"; fi
-}
-# run_load OUTVAR ARGS...: runs shingle-load --json, keeps stdout and the exit status.
-rc=0
-run_load() {
-  local out
-  out=$("$load" --json --show-wrong 2 "$@" 2>"$tmp/load.err")
-  rc=$?
-  json=$(echo "$out" | tail -1)
-}
+. "$(dirname "$0")/lib_shingle_load.sh"
 
 # --- (a) a real shingled -------------------------------------------------------
 port=$((20000 + RANDOM % 20000))
@@ -103,22 +75,6 @@ kill "$pid" && wait "$pid" 2>/dev/null
 pid=""
 
 # --- (b) the trivial responder -----------------------------------------------------
-start_responder() {  # start_responder ARGS...
-  port=$((20000 + RANDOM % 20000))
-  "$responder" --bind "127.0.0.1:$port" "$@" >"$tmp/responder.json" 2>"$tmp/responder.err" &
-  rpid=$!
-  for _ in $(seq 100); do
-    [ -n "$(ss -Huln "sport = :$port" 2>/dev/null)" ] && return 0
-    sleep 0.02
-  done
-  sleep 0.2
-}
-stop_responder() {
-  kill -TERM "$rpid" && wait "$rpid" 2>/dev/null
-  rpid=""
-  responder_json=$(tail -1 "$tmp/responder.json")
-}
-
 if [ ! -x "$responder" ]; then
   fail "trivial responder built" "missing $responder (configure with -Dbenchmarks=true)"
 else
@@ -150,17 +106,6 @@ else
 fi
 
 # --- (c) usage errors -----------------------------------------------------------------
-usage() {  # usage NAME ARGS...: passes when shingle-load exits 2 with a message
-  local name=$1
-  shift
-  "$load" "$@" >"$tmp/usage.out" 2>"$tmp/usage.err"
-  local code=$?
-  if [ $code -eq 2 ] && grep -q "shingle-load:" "$tmp/usage.err"; then
-    pass "usage error exits 2: $name"
-  else
-    fail "usage error exits 2: $name" "exit $code, stderr: $(head -2 "$tmp/usage.err")"
-  fi
-}
 usage "no mode"
 usage "unknown mode" hammer
 usage "write without N" write

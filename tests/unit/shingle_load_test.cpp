@@ -1,8 +1,10 @@
 // shingle-load's pure parts: the CHECK mix and its parser, the key
 // distributions, the message model (and the oracle's decoding of it), the
-// verdict on every kind of reply, the latency histogram, request tags, and
-// the command line's usage errors.
+// verdict on every kind of reply, the latency histogram, request tags, the
+// counter and bucket sessions' bounds, and the command line's usage errors.
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
 
 #include <cmath>
 #include <cstring>
@@ -14,11 +16,14 @@
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/message.h"
 #include "shingle_load/options.h"
+#include "shingle_load/protocol.h"
 #include "shingle_load/slot_table.h"
 #include "shingle_load/verifier.h"
 #include "shingle_load/workload.h"
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
+#include "wire/ratelimit_codec.h"
+#include "shingled/counters_wire.h"
 #include "common/little_endian.h"
 
 namespace shingled::load {
@@ -551,6 +556,115 @@ TEST(ShingleLoadOptions, cpu_lists_and_counts) {
   EXPECT_EQ(n, 100000u);
   EXPECT_FALSE(parse_count("1.5", n));
   EXPECT_FALSE(parse_count("12x", n));
+}
+
+TEST(ShingleLoadOptions, counters_and_ratelimit_modes_have_their_own_options_and_ports) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"counters", "increment", "--entries", "64", "--keys", "10k", "--zipf", "1.1"}, o, err),
+            ParseResult::run) << err;
+  EXPECT_EQ(o.service, Service::counters);
+  EXPECT_EQ(o.counters.op, CounterOp::increment);
+  EXPECT_EQ(o.counters.entries, 64u);
+  EXPECT_EQ(o.counters.keys, 10000u);
+  EXPECT_EQ(o.server_text, "127.0.0.1:11337");
+  EXPECT_TRUE(o.timed());
+  ASSERT_EQ(parse({"ratelimit", "buckets", "--burst", "7", "--server", "127.0.0.1"}, o, err), ParseResult::run) << err;
+  EXPECT_EQ(o.ratelimit.mode, RatelimitMode::buckets);
+  EXPECT_EQ(o.ratelimit.burst, 7u);
+  EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in&>(o.server).sin_port), 11336) << "a host alone: the service's port";
+  EXPECT_EQ(parse({"counters"}), ParseResult::error) << "a mode is needed";
+  EXPECT_EQ(parse({"counters", "increment", "5"}), ParseResult::error) << "no N";
+  EXPECT_EQ(parse({"counters", "increment", "--entries", "65"}), ParseResult::error);
+  EXPECT_EQ(parse({"counters", "read", "--mix", "stored:1"}), ParseResult::error) << "fuzzy only";
+  EXPECT_EQ(parse({"ratelimit", "messages", "--entries", "4"}), ParseResult::error);
+  EXPECT_EQ(parse({"check", "--burst", "4"}), ParseResult::error) << "not for fuzzy";
+}
+
+// ---- counter and bucket sessions ---------------------------------------------
+
+// A reply header of the counter protocol echoing `req`.
+std::vector<uint8_t> counter_reply(const uint8_t* req, unsigned entries, uint64_t two_weeks_of_first) {
+  std::vector<uint8_t> r(counters::kReplyHeaderSize + entries * counters::kSumsSize, 0);
+  std::memcpy(r.data(), req, 8);  // magic, version, op, n
+  store_le32(r.data() + 8, load_le32(req + 8));
+  for (unsigned j = 0; j < entries; ++j) {
+    for (unsigned i = 0; i < 6; ++i) {
+      store_le64(r.data() + 16 + j * 48 + i * 8, j == 0 ? two_weeks_of_first : 0);
+    }
+  }
+  return r;
+}
+
+TEST(ShingleLoadCounters, a_value_must_lie_between_what_was_acknowledged_and_what_was_sent) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"counters", "increment-read", "--keys", "1", "--entries", "1"}, o, err), ParseResult::run);
+  auto protocol = make_protocol(o);
+  auto session = protocol->session(0, 1, 4);
+  std::vector<uint8_t> req(session->max_request_size());
+  Slot a, b;
+  a.tag = 1;
+  b.tag = 2;
+  ASSERT_EQ(session->build(0, a, req.data()), req.size());
+  // Alone in flight, the only key read before any increment: exactly 0.
+  auto reply = counter_reply(req.data(), 1, 0);
+  EXPECT_EQ(session->verify(0, a, reply.data(), reply.size(), nullptr).why, Wrong::none);
+  // The next request: one increment acknowledged, so exactly 1.
+  ASSERT_EQ(session->build(1, b, req.data()), req.size());
+  reply = counter_reply(req.data(), 1, 2);
+  std::string why;
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), &why).why, Wrong::bound);
+  EXPECT_NE(why.find("must be 1..1"), std::string::npos) << why;
+  reply = counter_reply(req.data(), 1, 0);
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::bound);
+  reply = counter_reply(req.data(), 1, 1);
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::none);
+  store_le32(reply.data() + 8, 99);
+  reply[12] = counters::kRefused;
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::refused);
+}
+
+TEST(ShingleLoadBuckets, a_bucket_may_refuse_only_once_its_burst_could_be_full) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"ratelimit", "buckets", "--keys", "1", "--entries", "1", "--burst", "1"}, o, err),
+            ParseResult::run);
+  auto protocol = make_protocol(o);
+  ASSERT_TRUE(protocol->prepare(err)) << err;
+  auto session = protocol->session(0, 1, 4);
+  std::vector<uint8_t> req(session->max_request_size());
+  auto reply_to = [&](uint8_t status, double level, uint32_t wait, uint8_t flags) {
+    ratelimit::Request r;
+    EXPECT_EQ(ratelimit::decode_request(req.data(), req.size(), r), ratelimit::DecodeStatus::ok);
+    ratelimit::BucketItemResult item;
+    item.status = status;
+    item.level = level;
+    item.capacity = 1;
+    item.wait_ms = wait;
+    item.flags = flags;
+    std::vector<uint8_t> out(ratelimit::kMaxReply);
+    out.resize(ratelimit::encode_bucket_reply(r, &item, out.data()));
+    return out;
+  };
+  Slot a, b;
+  a.tag = 1;
+  b.tag = 2;
+  ASSERT_EQ(session->build(0, a, req.data()), req.size());
+  auto reply = reply_to(ratelimit::kLimited, 1, UINT32_MAX, ratelimit::kResultExisted);
+  EXPECT_EQ(session->verify(0, a, reply.data(), reply.size(), nullptr).why, Wrong::verdict)
+      << "the first attempt on a bucket of burst 1 must be admitted";
+  reply = reply_to(ratelimit::kAllowed, 1, 0, 0);
+  EXPECT_EQ(session->verify(0, a, reply.data(), reply.size(), nullptr).why, Wrong::none);
+  ASSERT_EQ(session->build(1, b, req.data()), req.size());
+  reply = reply_to(ratelimit::kAllowed, 2, 0, ratelimit::kResultExisted);
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::verdict)
+      << "admitted after its burst was acknowledged full";
+  reply = reply_to(ratelimit::kLimited, 1, 5000, ratelimit::kResultExisted);
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::verdict)
+      << "leak 0: the wait is never";
+  reply = reply_to(ratelimit::kLimited, 1, UINT32_MAX, ratelimit::kResultExisted);
+  EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::none);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Per loop: for each socket, build the requests that may go now (closed
 // loop: once a quarter of the window is free, until `inflight` are out;
 // open loop: every request whose due time has come) back to back into one
-// buffer and hand them to the kernel in one UDP GSO send (or one sendmmsg);
+// buffer and hand them to the kernel in one UDP GSO send (when the
+// protocol's requests all have one size) or one sendmmsg;
 // read whatever replies are queued with recvmmsg and verify each; once a
 // millisecond, count requests older than the timeout as lost. A request is
 // never retransmitted, and nothing is allocated once run() has started.
@@ -29,10 +30,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "shingle_load/message.h"
 #include "shingle_load/slot_table.h"
-#include "shingle_load/verifier.h"
-#include "shingle_load/workload.h"
 #include "common/little_endian.h"
 
 namespace shingled::load {
@@ -46,7 +44,6 @@ uint64_t now_ns() {
 namespace {
 
 constexpr unsigned kMaxBatch = 64;
-constexpr size_t kRecvBufSize = 512;  // any reply we expect is at most 40 + 144
 constexpr uint64_t kSweepEveryNs = 1000000;  // 1 ms
 constexpr uint32_t kSweepChunk = 4096;       // slots looked at per sweep
 constexpr int kSocketBuffer = 4 << 20;
@@ -70,20 +67,22 @@ void set_buffer(int fd, int opt_force, int opt, int bytes) {
 }  // namespace
 
 struct LoadThread::Connection {
-  Connection(const Options& o, const KeyDistribution& keys, unsigned index, unsigned total,
-             size_t request_size)
+  // `overhead`: bytes the encryption adds to a request and to a reply.
+  Connection(const Options& o, Protocol& protocol, unsigned index, unsigned total,
+             size_t request_overhead, size_t reply_overhead)
       : index(index),
-        request_size(request_size),
-        source(o.workload, keys, index, total, o.seed),
         slots(slot_capacity(o, total)),
+        session(protocol.session(index, total, slots.capacity())),
+        request_size(session->max_request_size() + request_overhead),
+        recv_size(session->max_reply_size() + reply_overhead + 1),
         send_mem(new uint8_t[kMaxBatch * request_size]),
-        recv_mem(new uint8_t[kMaxBatch * kRecvBufSize]) {
+        recv_mem(new uint8_t[kMaxBatch * recv_size]) {
     for (unsigned j = 0; j < kMaxBatch; ++j) {
       send_iov[j] = {send_mem.get() + j * request_size, request_size};
       send_msgs[j] = {};
       send_msgs[j].msg_hdr.msg_iov = &send_iov[j];
       send_msgs[j].msg_hdr.msg_iovlen = 1;
-      recv_iov[j] = {recv_mem.get() + j * kRecvBufSize, kRecvBufSize};
+      recv_iov[j] = {recv_mem.get() + j * recv_size, recv_size};
       recv_msgs[j] = {};
       recv_msgs[j].msg_hdr.msg_iov = &recv_iov[j];
       recv_msgs[j].msg_hdr.msg_iovlen = 1;
@@ -95,10 +94,12 @@ struct LoadThread::Connection {
 
   int fd = -1;
   unsigned index;       // among all sockets of the run
-  size_t request_size;  // every request of a run has the same size
-  bool gso = false;     // send a batch as one UDP GSO datagram train
-  RequestSource source;
   SlotTable slots;
+  std::unique_ptr<Session> session;
+  size_t request_size;  // the largest request, as sent (encrypted or not)
+  size_t recv_size;     // one byte more than the largest right reply
+  bool gso = false;     // send a batch as one UDP GSO datagram train
+  unsigned batch = 0;   // requests per send: --batch, or fewer to keep a GSO buffer under 64 KiB
   uint64_t quota = UINT64_MAX;  // requests still to send (check/mixed --count)
   bool exhausted = false;       // write/delete: every id of this socket sent
   // Open loop: request `seq` is due at start + (seq + phase) * interval.
@@ -106,10 +107,11 @@ struct LoadThread::Connection {
   double phase = 0;
   uint64_t seq = 0;
   uint64_t due_ns = 0;
-  // Requests built but not yet taken by the kernel, back to back in
-  // send_mem (request j at j * request_size), with their slots.
+  // Requests built but not yet taken by the kernel, in send_mem (request j
+  // at j * request_size, staged_len[j] bytes), with their slots.
   unsigned staged = 0;
   uint32_t staged_slot[kMaxBatch];
+  size_t staged_len[kMaxBatch];
   std::unique_ptr<uint8_t[]> send_mem;
   iovec send_iov[kMaxBatch];
   mmsghdr send_msgs[kMaxBatch];
@@ -125,14 +127,15 @@ struct LoadThread::Connection {
     if (n < staged) {
       std::memmove(send_mem.get(), send_mem.get() + n * request_size, (staged - n) * request_size);
       std::memmove(staged_slot, staged_slot + n, (staged - n) * sizeof staged_slot[0]);
+      std::memmove(staged_len, staged_len + n, (staged - n) * sizeof staged_len[0]);
     }
     staged -= n;
   }
 };
 
-LoadThread::LoadThread(const Options& o, const KeyDistribution& keys, unsigned index)
+LoadThread::LoadThread(const Options& o, Protocol& protocol, unsigned index)
     : o_(o),
-      keys_(keys),
+      protocol_(protocol),
       index_(index),
       open_loop_(o.rate > 0),
       encrypted_(!o.server_pk.empty()),
@@ -147,12 +150,12 @@ bool LoadThread::open(std::string& error) {
     return false;
   }
   const unsigned total = o_.threads * o_.sockets;
-  const size_t request_size = kRequestSize + (encrypted_ ? crypto::kRequestHeaderSize : 0);
-  const bool by_count = o_.count != 0 && (o_.workload.mode == Mode::check ||
-                                          o_.workload.mode == Mode::mixed);
+  const bool by_count = o_.count != 0 && o_.timed();
   for (unsigned s = 0; s < o_.sockets; ++s) {
     const unsigned g = index_ * o_.sockets + s;
-    auto c = std::make_unique<Connection>(o_, keys_, g, total, request_size);
+    auto c = std::make_unique<Connection>(o_, protocol_, g, total,
+                                          encrypted_ ? crypto::kRequestHeaderSize : 0,
+                                          encrypted_ ? crypto::kReplyHeaderSize : 0);
     c->fd = socket(o_.server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
       error = std::string("socket: ") + strerror(errno);
@@ -169,8 +172,11 @@ bool LoadThread::open(std::string& error) {
     // UDP GSO: the kernel cuts one buffer into request_size datagrams, so a
     // batch costs one trip down the stack. The server receives the same
     // datagrams either way.
-    const int segment = int(request_size);
-    c->gso = o_.gso && setsockopt(c->fd, SOL_UDP, UDP_SEGMENT, &segment, sizeof segment) == 0;
+    const int segment = int(c->request_size);
+    c->gso = o_.gso && c->session->fixed_size() &&
+             setsockopt(c->fd, SOL_UDP, UDP_SEGMENT, &segment, sizeof segment) == 0;
+    c->batch = c->gso ? std::max<unsigned>(1, std::min<unsigned>(o_.batch, 65000 / c->request_size))
+                      : o_.batch;
     if (by_count) c->quota = o_.count / total + (g < o_.count % total ? 1 : 0);
     if (open_loop_) {
       c->interval_ns = 1e9 * total / o_.rate;
@@ -184,6 +190,7 @@ bool LoadThread::open(std::string& error) {
 void LoadThread::publish() {
   progress.sent.store(stats_.sent, std::memory_order_relaxed);
   progress.answered.store(stats_.answered, std::memory_order_relaxed);
+  progress.units.store(stats_.units, std::memory_order_relaxed);
   progress.lost.store(stats_.lost, std::memory_order_relaxed);
   progress.wrong.store(stats_.wrong, std::memory_order_relaxed);
 }
@@ -203,18 +210,21 @@ bool LoadThread::window_open(const Connection& c) const {
   const uint32_t in_flight = c.slots.in_flight();
   if (in_flight == 0) return true;
   const uint32_t free_window = o_.inflight > in_flight ? o_.inflight - in_flight : 0;
-  const uint32_t want = std::min<uint32_t>(o_.batch, std::max<uint32_t>(1, o_.inflight / 4));
+  const uint32_t want = std::min<uint32_t>(c.batch, std::max<uint32_t>(1, o_.inflight / 4));
   return free_window >= want;
 }
 
 unsigned LoadThread::send_some(Connection& c, bool stopping) {
   if (stopping) {  // requests not yet sent are dropped, not counted
-    for (unsigned j = 0; j < c.staged; ++j) c.slots.release(c.staged_slot[j]);
+    for (unsigned j = 0; j < c.staged; ++j) {
+      c.session->abandon(c.staged_slot[j], c.slots[c.staged_slot[j]], false);
+      c.slots.release(c.staged_slot[j]);
+    }
     c.staged = 0;
     return 0;
   }
   const uint64_t now = now_ns();
-  const unsigned batch = o_.batch;
+  const unsigned batch = c.batch;
   if (!open_loop_ && c.staged == 0 && !window_open(c)) return 0;
   while (c.staged < batch && c.quota > 0 && !c.exhausted && !c.slots.full()) {
     uint64_t t0 = now;
@@ -224,19 +234,16 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
     } else if (c.slots.in_flight() >= o_.inflight) {
       break;
     }
-    NextRequest r;
-    if (!c.source.next(r)) {
+    const uint32_t i = c.slots.acquire(0, 0, t0);
+    uint8_t* out = c.send_mem.get() + c.staged * c.request_size;
+    size_t len = c.session->build(i, c.slots[i], out + (encrypted_ ? crypto::kRequestHeaderSize : 0));
+    if (len == 0) {
+      c.slots.release(i);
       c.exhausted = true;
       break;
     }
-    const uint32_t i = c.slots.acquire(r.code, r.cmd, t0);
-    uint8_t* out = c.send_mem.get() + c.staged * c.request_size;
-    if (encrypted_) {
-      const size_t len = build_request(r.code, r.cmd, c.slots[i].tag, out + crypto::kRequestHeaderSize);
-      crypto_.seal(out, len);
-    } else {
-      build_request(r.code, r.cmd, c.slots[i].tag, out);
-    }
+    if (encrypted_) len = crypto_.seal(out, len);
+    c.staged_len[c.staged] = len;
     c.staged_slot[c.staged] = i;
     ++c.staged;
     if (c.quota != UINT64_MAX) --c.quota;
@@ -255,13 +262,15 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     n = sendmsg(c.fd, &m, MSG_DONTWAIT) < 0 ? -1 : int(c.staged);
-    if (n < 0 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+    if (n < 0 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == EMSGSIZE)) {
       c.gso = false;  // the route cannot segment: one datagram per message from now on
+      c.batch = o_.batch;
       const int off = 0;
       setsockopt(c.fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
       return 0;
     }
   } else {
+    for (unsigned j = 0; j < c.staged; ++j) c.send_iov[j].iov_len = c.staged_len[j];
     n = sendmmsg(c.fd, c.send_msgs, c.staged, MSG_DONTWAIT);
   }
   if (n <= 0) {
@@ -270,6 +279,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
       // ECONNREFUSED reports an earlier datagram's ICMP error: this one was
       // not sent and goes again. Anything else: the first one is lost.
       if (errno != ECONNREFUSED) {
+        c.session->abandon(c.staged_slot[0], c.slots[c.staged_slot[0]], true);
         c.slots.expire(c.staged_slot[0]);
         ++stats_.lost;
         c.unstage(1);
@@ -288,7 +298,7 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
     } else {
       s.t0_ns = sent_at;
     }
-    ++stats_.sent_by_kind[unsigned(code_kind(s.code))];
+    ++stats_.sent_by_kind[s.kind % kMaxKinds];
   }
   stats_.sent += unsigned(n);
   last_activity_ns_ = sent_at;
@@ -314,7 +324,7 @@ unsigned LoadThread::receive(Connection& c, bool block) {
 void LoadThread::handle_reply(Connection& c, uint8_t* data, size_t len, bool truncated,
                               uint64_t now) {
   const bool explain = stats_.wrong_examples.size() < o_.show_wrong;
-  if (truncated) len = kRecvBufSize + 1;  // larger than the buffer: the wrong size, whatever it was
+  if (truncated) len = c.recv_size + 1;  // larger than the buffer: the wrong size, whatever it was
   uint8_t* body = data;
   if (encrypted_) {
     if (truncated || !crypto_.open(data, len)) {
@@ -340,12 +350,8 @@ void LoadThread::handle_reply(Connection& c, uint8_t* data, size_t len, bool tru
     }
     std::string why;
     if (explain) {
-      char text[160];
-      snprintf(text, sizeof text,
-               "a reply with tag %" PRIu32 " matches no request in flight [reply: %zu bytes, value %d, "
-               "flag %u, prob %.4f]", tag, len, len >= 16 ? int32_t(load_le32(body)) : 0,
-               len >= 16 ? load_le32(body + 4) : 0, len >= 16 ? double(load_le_f32(body + 12)) : 0.0);
-      why = text;
+      why = "a reply with tag " + std::to_string(tag) + " matches no request in flight [reply: " +
+            c.session->describe_reply(body, len) + "]";
     }
     count_wrong(Wrong::tag, explain ? &why : nullptr);
     return;
@@ -354,22 +360,23 @@ void LoadThread::handle_reply(Connection& c, uint8_t* data, size_t len, bool tru
   if (latency > timeout_ns_) {  // too late: lost, as if the sweep had seen it first
     ++stats_.lost;
     ++stats_.late;
-    c.slots.expire(uint32_t(s - &c.slots[0]));
+    const uint32_t i = uint32_t(s - &c.slots[0]);
+    c.session->abandon(i, *s, true);
+    c.slots.expire(i);
     return;
   }
-  const Verdict v = verify_reply(s->code, s->cmd, body, truncated ? 0 : len);
+  const uint32_t i = uint32_t(s - &c.slots[0]);
+  std::string why;
+  const Answer a = c.session->verify(i, *s, body, truncated ? 0 : len, explain ? &why : nullptr);
   ++stats_.answered;
-  ++stats_.outcomes[unsigned(v.outcome)];
   stats_.latency.record(latency);
-  if (v.outcome == Outcome::wrong) {
-    if (explain) {
-      const std::string why = explain_wrong(s->code, s->cmd, body, truncated ? 0 : len, v.why);
-      count_wrong(v.why, &why);
-    } else {
-      count_wrong(v.why, nullptr);
-    }
+  if (a.why != Wrong::none) {
+    count_wrong(a.why, explain ? &why : nullptr);
+  } else {
+    for (unsigned k = 0; k < kMaxOutcomes; ++k) stats_.outcomes[k] += a.outcomes[k];
+    stats_.units += a.units;
   }
-  c.slots.release(*s);
+  c.slots.release(i);
 }
 
 void LoadThread::sweep(Connection& c, uint64_t now) {
@@ -381,6 +388,7 @@ void LoadThread::sweep(Connection& c, uint64_t now) {
     const Slot& s = c.slots[i];
     if (s.state == Slot::in_flight && now > s.t0_ns && now - s.t0_ns > timeout_ns_) {
       ++stats_.lost;
+      c.session->abandon(i, s, true);
       c.slots.expire(i);
     }
   }

@@ -1,8 +1,11 @@
 // One sending thread of shingle-load: its sockets, each with its requests in
 // flight, and the loop that builds requests into batches, sends them (UDP
 // GSO or sendmmsg), reads replies with recvmmsg, verifies each one and
-// counts timeouts. Nothing here allocates or locks once run() has started; the
-// only state shared with other threads is the Progress copy.
+// counts timeouts. What a request is and what a right reply is belong to
+// the protocol's Session (session.h), one per socket; this loop is the
+// same for all protocols. Nothing here allocates or locks once run() has
+// started; the only state shared with other threads is the Progress copy
+// and the protocol's model.
 #pragma once
 
 #include <atomic>
@@ -12,16 +15,16 @@
 #include <vector>
 
 #include "client/crypto_client.h"
-#include "shingle_load/key_distribution.h"
 #include "shingle_load/options.h"
+#include "shingle_load/protocol.h"
 #include "shingle_load/run_stats.h"
 
 namespace shingled::load {
 
 class LoadThread {
  public:
-  // Thread `index` of o.threads; `keys` must outlive it.
-  LoadThread(const Options& o, const KeyDistribution& keys, unsigned index);
+  // Thread `index` of o.threads; `protocol` must outlive it.
+  LoadThread(const Options& o, Protocol& protocol, unsigned index);
   ~LoadThread();
   LoadThread(const LoadThread&) = delete;
   LoadThread& operator=(const LoadThread&) = delete;
@@ -55,7 +58,7 @@ class LoadThread {
   void publish();
 
   const Options& o_;
-  const KeyDistribution& keys_;
+  Protocol& protocol_;
   unsigned index_;
   bool open_loop_;
   bool encrypted_;

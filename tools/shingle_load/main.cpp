@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -16,10 +17,10 @@
 #include <vector>
 
 #include "common/cpu.h"
-#include "shingle_load/key_distribution.h"
 #include "shingle_load/load_thread.h"
 #include "shingle_load/options.h"
 #include "shingle_load/process_cpu.h"
+#include "shingle_load/protocol.h"
 #include "shingle_load/report.h"
 
 namespace {
@@ -75,10 +76,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const KeyDistribution keys(o.workload.stored, o.workload.zipf);
+  const std::unique_ptr<Protocol> protocol = make_protocol(o);
+  if (!protocol->prepare(error)) {
+    fprintf(stderr, "shingle-load: %s\n", error.c_str());
+    return 1;
+  }
   std::vector<std::unique_ptr<LoadThread>> threads;
   for (unsigned t = 0; t < o.threads; ++t) {
-    threads.push_back(std::make_unique<LoadThread>(o, keys, t));
+    threads.push_back(std::make_unique<LoadThread>(o, *protocol, t));
     if (!threads.back()->open(error)) {
       fprintf(stderr, "shingle-load: %s\n", error.c_str());
       return 1;
@@ -116,15 +121,29 @@ int main(int argc, char** argv) {
 
   const double cpu0 = self_cpu_seconds();
   start_ns = now_ns();
-  const bool timed = o.count == 0 && (o.workload.mode == Mode::check || o.workload.mode == Mode::mixed);
-  if (timed) end_ns = start_ns + uint64_t(o.duration_s * 1e9);
+  if (o.count == 0 && o.timed()) end_ns = start_ns + uint64_t(o.duration_s * 1e9);
   go.store(true);
   go.notify_all();
 
+  // --warmup: the figures are measured from its end, read here together.
+  const uint64_t warm_end = start_ns + uint64_t(o.warmup_s * 1e9);
+  bool warm = o.warmup_s <= 0;
+  uint64_t window_start = start_ns, answered0 = 0, units0 = 0;
+  double self_cpu0 = cpu0;
   uint64_t next_progress = start_ns + 1000000000u, last_answered = 0;
   while (finished.load() < o.threads) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(warm ? 20 : 1));
     const uint64_t now = now_ns();
+    if (!warm && now >= warm_end) {
+      warm = true;
+      window_start = now;
+      for (const auto& t : threads) {
+        answered0 += t->progress.answered.load(std::memory_order_relaxed);
+        units0 += t->progress.units.load(std::memory_order_relaxed);
+      }
+      self_cpu0 = self_cpu_seconds();
+      if (o.server_pid != 0) process_cpu_seconds(o.server_pid, server_cpu0);
+    }
     if (o.progress && now >= next_progress) {
       print_progress(threads, double(now - start_ns) / 1e9, last_answered);
       next_progress += 1000000000u;
@@ -138,8 +157,9 @@ int main(int argc, char** argv) {
 
   RunSummary s;
   s.options = &o;
+  s.info = &protocol->info();
   for (const auto& t : threads) s.totals += t->stats();
-  s.generator_cpu_s = self_cpu_seconds() - cpu0;
+  s.generator_cpu_s = self_cpu_seconds() - self_cpu0;
   double server_cpu1 = 0;
   if (o.server_pid != 0 && process_cpu_seconds(o.server_pid, server_cpu1)) {
     s.server_cpu_known = true;
@@ -147,6 +167,11 @@ int main(int argc, char** argv) {
   }
   const uint64_t last = s.totals.last_reply_ns > start_ns ? s.totals.last_reply_ns : end;
   s.elapsed_s = double(last - start_ns) / 1e9;
+  s.window_s = last > window_start ? double(last - window_start) / 1e9 : 0;
+  s.window_answered = s.totals.answered - std::min(answered0, s.totals.answered);
+  s.window_units = s.totals.units - std::min(units0, s.totals.units);
+  // Not measured: the server's CPU was read above.
+  protocol->finish(s.totals, s.final_note, s.final_json);
 
   for (size_t i = 0; i < s.totals.wrong_examples.size() && i < o.show_wrong; ++i) {
     fprintf(stderr, "shingle-load: wrong answer: %s\n", s.totals.wrong_examples[i].c_str());

@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +71,54 @@ constexpr Flag kFlags[] = {
     {"batch", 0, true},        {"no-gso", 0, false},      {"busy-poll", 0, true},      {"json", 0, false},         {"quiet", 'q', false},
     {"show-wrong", 0, true},   {"max-loss", 0, true},      {"help", 'h', false},
     {"version", 'V', false},
+    // counters and ratelimit
+    {"keys", 0, true},         {"entries", 0, true},       {"prefix", 0, true},
+    {"delta", 0, true},        {"burst", 0, true},         {"one-shot", 0, false},
+    {"no-final-check", 0, false}, {"warmup", 0, true},     {"repeats", 0, false},
 };
+
+// Options that only the fuzzy protocol takes, and those only the others take.
+constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio"};
+constexpr const char* kServicesOnly[] = {"keys", "entries", "prefix", "delta", "burst", "one-shot",
+                                         "no-final-check", "repeats"};
+
+bool in_list(const std::string& name, const char* const* list, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (name == list[i]) return true;
+  }
+  return false;
+}
+
+// The mode of `shingle-load counters MODE` or `shingle-load ratelimit MODE`.
+bool parse_service_mode(const std::vector<std::string>& positional, Options& o, std::string& error) {
+  const std::string& service = positional[0];
+  if (positional.size() != 2) {
+    error = service == "counters" ? "counters needs a MODE: increment, increment-read or read"
+                                  : "ratelimit needs a MODE: messages or buckets";
+    if (positional.size() > 2) error += " (and takes no N: use --count or --duration)";
+    return false;
+  }
+  const std::string& mode = positional[1];
+  if (service == "counters") {
+    o.service = Service::counters;
+    if (mode == "increment" || mode == "incr") o.counters.op = CounterOp::increment;
+    else if (mode == "increment-read" || mode == "incr-read") o.counters.op = CounterOp::increment_read;
+    else if (mode == "read") o.counters.op = CounterOp::read;
+    else {
+      error = "unknown counters mode '" + mode + "' (increment, increment-read or read)";
+      return false;
+    }
+    return true;
+  }
+  o.service = Service::ratelimit;
+  if (mode == "messages" || mode == "message") o.ratelimit.mode = RatelimitMode::messages;
+  else if (mode == "buckets" || mode == "bucket") o.ratelimit.mode = RatelimitMode::buckets;
+  else {
+    error = "unknown ratelimit mode '" + mode + "' (messages or buckets)";
+    return false;
+  }
+  return true;
+}
 
 const Flag* find_flag(const std::string& name) {
   for (const Flag& f : kFlags) {
@@ -119,8 +167,8 @@ bool parse_cpu_list(const std::string& text, std::vector<int>& out) {
 }
 
 bool resolve_server(const std::string& text, sockaddr_storage& out, socklen_t& len,
-                    std::string& error) {
-  std::string host, port = "11335";
+                    std::string& error, unsigned default_port) {
+  std::string host, port = std::to_string(default_port);
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
     if (close == std::string::npos) {
@@ -167,7 +215,8 @@ bool resolve_server(const std::string& text, sockaddr_storage& out, socklen_t& l
 ParseResult parse_options(int argc, char** argv, Options& o, std::string& error) {
   std::vector<std::string> positional;
   bool threads_given = false, count_given = false, stored_given = false, mix_given = false,
-       ratio_given = false, inflight_given = false;
+       ratio_given = false, inflight_given = false, server_given = false;
+  std::vector<std::string> given;  // names of the options on the command line
   auto bad = [&](const std::string& name, const std::string& value, const char* what) {
     error = "--" + name + ": '" + value + "' " + what;
     return ParseResult::error;
@@ -218,6 +267,7 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
 
     uint64_t n = 0;
     double d = 0;
+    given.push_back(name);
     if (name == "help") return ParseResult::help;
     if (name == "version") return ParseResult::version;
     if (name == "no-gso") {
@@ -233,6 +283,7 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       o.progress = false;
     } else if (name == "server") {
       o.server_text = value;
+      server_given = true;
     } else if (name == "pubkey") {
       o.pubkey_text = value;
     } else if (name == "server-pid") {
@@ -278,6 +329,9 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       if (!parse_seconds(value, d) || !(d > 0) || d > 1e6) return bad(name, value, "is not a number of seconds above 0");
       o.duration_s = d;
       o.duration_given = true;
+    } else if (name == "warmup") {
+      if (!parse_seconds(value, d) || d < 0 || d > 1e6) return bad(name, value, "is not a number of seconds");
+      o.warmup_s = d;
     } else if (name == "count") {
       if (!parse_count(value, n) || n == 0) return bad(name, value, "is not a count of 1 or more");
       o.count = n;
@@ -296,6 +350,28 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       if (!parse_unsigned(value, 1, 64, o.batch)) return bad(name, value, "is not 1..64");
     } else if (name == "show-wrong") {
       if (!parse_unsigned(value, 0, 1000000, o.show_wrong)) return bad(name, value, "is not a count");
+    } else if (name == "keys") {
+      if (!parse_count(value, n) || n == 0 || n > (uint64_t(1) << 25)) return bad(name, value, "is not a count of 1 to 2^25");
+      o.counters.keys = o.ratelimit.keys = n;
+    } else if (name == "entries") {
+      unsigned e = 0;
+      if (!parse_unsigned(value, 1, 64, e)) return bad(name, value, "is not 1..64");
+      o.counters.entries = o.ratelimit.entries = e;
+    } else if (name == "prefix") {
+      if (value.empty() || value.size() > 48) return bad(name, value, "is not 1..48 bytes");
+      o.counters.prefix = o.ratelimit.prefix = value;
+    } else if (name == "delta") {
+      unsigned v = 0;
+      if (!parse_unsigned(value, 1, 1000000, v)) return bad(name, value, "is not 1..1000000");
+      o.counters.delta = v;
+    } else if (name == "burst") {
+      if (!parse_unsigned(value, 1, 1000000000, o.ratelimit.burst)) return bad(name, value, "is not 1..1e9");
+    } else if (name == "repeats") {
+      o.counters.repeats = true;
+    } else if (name == "one-shot") {
+      o.ratelimit.one_shot = true;
+    } else if (name == "no-final-check") {
+      o.counters.final_check = o.ratelimit.final_check = false;
     } else if (name == "max-loss") {
       char* end = nullptr;
       d = std::strtod(value.c_str(), &end);
@@ -306,12 +382,45 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
 
   // The mode and its argument.
   if (positional.empty()) {
-    error = "no MODE given (write N, check, delete N or mixed)";
+    error = "no MODE given (write N, check, delete N, mixed, counters MODE or ratelimit MODE)";
     return ParseResult::error;
   }
   const std::string& mode = positional[0];
   Workload& w = o.workload;
-  if (mode == "write") w.mode = Mode::write;
+  if (mode == "counters" || mode == "ratelimit") {
+    if (!parse_service_mode(positional, o, error)) return ParseResult::error;
+    for (const std::string& name : given) {
+      if (in_list(name, kFuzzyOnly, std::size(kFuzzyOnly))) {
+        error = "--" + name + " applies to the fuzzy modes only";
+        return ParseResult::error;
+      }
+    }
+    if (count_given && o.duration_given) {
+      error = "--count and --duration exclude each other";
+      return ParseResult::error;
+    }
+    const bool messages = o.service == Service::ratelimit && o.ratelimit.mode == RatelimitMode::messages;
+    const bool buckets = o.service == Service::ratelimit && !messages;
+    for (const std::string& name : given) {
+      const char* only = nullptr;
+      if (o.service == Service::counters && (name == "burst" || name == "one-shot")) only = "ratelimit";
+      else if (o.service == Service::ratelimit && name == "repeats") only = "counters";
+      else if (messages && (name == "entries" || name == "prefix" || name == "burst" ||
+                            name == "no-final-check" || name == "delta")) only = "counters or ratelimit buckets";
+      else if (buckets && (name == "one-shot" || name == "delta")) only = "other";
+      if (only != nullptr) {
+        error = "--" + name + " does not apply to " + mode + " " + positional[1];
+        return ParseResult::error;
+      }
+    }
+    if (o.service == Service::counters && !o.pubkey_text.empty()) {
+      error = "--pubkey: the counter service has no encryption";
+      return ParseResult::error;
+    }
+    if (!server_given) {
+      o.server_text = o.service == Service::counters ? "127.0.0.1:11337" : "127.0.0.1:11336";
+    }
+  } else if (mode == "write") w.mode = Mode::write;
   else if (mode == "check") w.mode = Mode::check;
   else if (mode == "delete" || mode == "del") w.mode = Mode::del;
   else if (mode == "mixed") w.mode = Mode::mixed;
@@ -319,8 +428,18 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
     error = "unknown mode '" + mode + "' (write N, check, delete N or mixed)";
     return ParseResult::error;
   }
-  const bool by_ids = w.mode == Mode::write || w.mode == Mode::del;
-  if (by_ids) {
+  if (o.service == Service::fuzzy) {
+    for (const std::string& name : given) {
+      if (in_list(name, kServicesOnly, std::size(kServicesOnly))) {
+        error = "--" + name + " applies to the counters and ratelimit modes only";
+        return ParseResult::error;
+      }
+    }
+  }
+  const bool by_ids = o.service == Service::fuzzy && (w.mode == Mode::write || w.mode == Mode::del);
+  if (o.service != Service::fuzzy) {
+    // checked above
+  } else if (by_ids) {
     if (positional.size() != 2) {
       error = std::string(mode_name(w.mode)) + " needs N, the number of ids";
       return ParseResult::error;
@@ -356,6 +475,10 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       return ParseResult::error;
     }
   }
+  if (o.warmup_s > 0 && (count_given || !o.timed() || o.warmup_s >= o.duration_s)) {
+    error = "--warmup needs a run of --duration longer than it";
+    return ParseResult::error;
+  }
   if (o.rate > 0 && inflight_given) {
     error = "--rate (open loop) and --inflight (closed loop) exclude each other";
     return ParseResult::error;
@@ -363,7 +486,8 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
   if (!o.cpus.empty() && !threads_given) o.threads = unsigned(o.cpus.size());
   if (o.busy_poll_us < 0) o.busy_poll_us = o.rate > 0 ? 1000 : 0;
 
-  if (!resolve_server(o.server_text, o.server, o.server_len, error)) return ParseResult::error;
+  const unsigned default_port = o.service == Service::counters ? 11337 : o.service == Service::ratelimit ? 11336 : 11335;
+  if (!resolve_server(o.server_text, o.server, o.server_len, error, default_port)) return ParseResult::error;
   if (!o.pubkey_text.empty()) {
     if (!base32_decode(o.pubkey_text, o.server_pk) || o.server_pk.size() != 32) {
       error = "--pubkey: '" + o.pubkey_text + "' is not a base32 public key of 32 bytes";

@@ -9,13 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "shingle_load/service_workload.h"
 #include "shingle_load/workload.h"
 
 namespace shingled::load {
 
 struct Options {
-  Workload workload;
-  std::string server_text = "127.0.0.1:11335";
+  Service service = Service::fuzzy;
+  Workload workload;                 // fuzzy (and --zipf for all)
+  CounterWorkload counters;          // shingle-load counters MODE
+  RatelimitWorkload ratelimit;       // shingle-load ratelimit MODE
+  std::string server_text = "127.0.0.1:11335";  // the service's default port
   sockaddr_storage server{};
   socklen_t server_len = 0;
   std::string pubkey_text;            // base32; empty: plain
@@ -25,6 +29,7 @@ struct Options {
   unsigned inflight = 64;  // closed loop, per socket
   double rate = 0;         // open loop, requests/s in total; 0: closed loop
   double duration_s = 10;  // check, mixed
+  double warmup_s = 0;     // the first seconds of a timed run are verified but not measured
   bool duration_given = false;
   uint64_t count = 0;      // check, mixed: total requests; 0: by duration
   unsigned threads = 1;
@@ -40,6 +45,12 @@ struct Options {
   bool progress = true;
   unsigned show_wrong = 5;
   double max_loss_pct = -1;  // < 0: any loss is allowed
+
+  // True when the run lasts --duration or --count (everything but fuzzy
+  // write N and delete N).
+  bool timed() const {
+    return service != Service::fuzzy || workload.mode == Mode::check || workload.mode == Mode::mixed;
+  }
 };
 
 enum class ParseResult { run, help, version, error };
@@ -52,9 +63,9 @@ bool parse_cpu_list(const std::string& text, std::vector<int>& out);
 // "100000", "100k", "2.5m" -> a whole number (k = 1e3, m = 1e6, g = 1e9).
 bool parse_count(const std::string& text, uint64_t& out);
 
-// "HOST:PORT", "[V6]:PORT", "HOST" (port 11335) or ":PORT" -> an address.
+// "HOST:PORT", "[V6]:PORT", "HOST" (port `default_port`) or ":PORT" -> an address.
 bool resolve_server(const std::string& text, sockaddr_storage& out, socklen_t& len,
-                    std::string& error);
+                    std::string& error, unsigned default_port = 11335);
 
 extern const char kHelp[];
 

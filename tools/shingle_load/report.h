@@ -6,22 +6,32 @@
 #include <string>
 
 #include "shingle_load/options.h"
+#include "shingle_load/protocol.h"
 #include "shingle_load/run_stats.h"
 
 namespace shingled::load {
 
 struct RunSummary {
   const Options* options = nullptr;
+  const ProtocolInfo* info = nullptr;
   RunStats totals;
+  std::string final_note;      // the protocol's check after the run, one line (or empty)
+  std::string final_json;      // and its JSON fields (or empty)
   double elapsed_s = 0;        // start to the last reply
-  double generator_cpu_s = 0;  // this process, the whole run
+  // The measured window: the whole run, or from the end of --warmup.
+  double window_s = 0;
+  uint64_t window_answered = 0;
+  uint64_t window_units = 0;
+  double generator_cpu_s = 0;  // this process, the measured window
   bool server_cpu_known = false;
-  double server_cpu_s = 0;     // --server-pid, the whole run
+  double server_cpu_s = 0;     // --server-pid, the measured window
 
   double loss_pct() const {
     return totals.sent ? 100.0 * double(totals.lost) / double(totals.sent) : 0.0;
   }
-  double req_per_s() const { return elapsed_s > 0 ? double(totals.answered) / elapsed_s : 0.0; }
+  double req_per_s() const { return window_s > 0 ? double(window_answered) / window_s : 0.0; }
+  double units_per_s() const { return window_s > 0 ? double(window_units) / window_s : 0.0; }
+  double per_cpu(uint64_t n, double cpu) const { return cpu > 0 ? double(n) / cpu : 0.0; }
 };
 
 void print_summary(FILE* out, const RunSummary& s);

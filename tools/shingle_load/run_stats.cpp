@@ -7,9 +7,10 @@ namespace shingled::load {
 
 RunStats& RunStats::operator+=(const RunStats& o) {
   sent += o.sent;
-  for (size_t i = 0; i < 4; ++i) sent_by_kind[i] += o.sent_by_kind[i];
+  for (size_t i = 0; i < kMaxKinds; ++i) sent_by_kind[i] += o.sent_by_kind[i];
   answered += o.answered;
-  for (size_t i = 0; i < 5; ++i) outcomes[i] += o.outcomes[i];
+  for (size_t i = 0; i < kMaxOutcomes; ++i) outcomes[i] += o.outcomes[i];
+  units += o.units;
   wrong += o.wrong;
   for (size_t i = 0; i < size_t(Wrong::count_); ++i) wrong_by[i] += o.wrong_by[i];
   lost += o.lost;

@@ -12,11 +12,15 @@
 
 namespace shingled::load {
 
+inline constexpr unsigned kMaxKinds = 4;     // request kinds a protocol names (protocol.h)
+inline constexpr unsigned kMaxOutcomes = 4;  // outcomes of a right reply a protocol names
+
 struct RunStats {
   uint64_t sent = 0;            // datagrams the kernel took
-  uint64_t sent_by_kind[4] = {};  // by message Kind (stored, near, unknown, fresh)
+  uint64_t sent_by_kind[kMaxKinds] = {};  // by the protocol's request kind (fuzzy: message Kind)
   uint64_t answered = 0;        // replies matched to a request in time (right + wrong)
-  uint64_t outcomes[5] = {};    // by Outcome: exact_hit, shingle_hit, miss, ack, wrong
+  uint64_t outcomes[kMaxOutcomes] = {};  // right replies (or items) by the protocol's outcome
+  uint64_t units = 0;           // entries / decisions the right replies answered
   uint64_t wrong = 0;           // wrong answers: matched but wrong, or matching nothing
   uint64_t wrong_by[size_t(Wrong::count_)] = {};
   uint64_t lost = 0;            // no reply within the timeout (or a send the kernel refused)
@@ -35,6 +39,7 @@ struct RunStats {
 struct Progress {
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> answered{0};
+  std::atomic<uint64_t> units{0};
   std::atomic<uint64_t> lost{0};
   std::atomic<uint64_t> wrong{0};
 };

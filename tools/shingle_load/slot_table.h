@@ -20,6 +20,7 @@ struct Slot {
   // wrong, however often the slot was reused since.
   uint64_t expired_gens = 0;
   uint8_t cmd = 0;
+  uint8_t kind = 0;          // the protocol's request kind (sent_by_kind)
   State state = free;        // staged: built, not yet taken by the kernel
 };
 

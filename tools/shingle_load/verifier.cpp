@@ -87,6 +87,16 @@ const char* wrong_name(Wrong w) {
     case Wrong::flag: return "flag";
     case Wrong::value: return "value";
     case Wrong::digest: return "digest";
+    case Wrong::header: return "header";
+    case Wrong::status: return "status";
+    case Wrong::bound: return "bound";
+    case Wrong::order: return "order";
+    case Wrong::verdict: return "verdict";
+    case Wrong::mask: return "mask";
+    case Wrong::buckets: return "buckets";
+    case Wrong::level: return "level";
+    case Wrong::existed: return "existed";
+    case Wrong::final_state: return "final";
     case Wrong::count_: break;
   }
   return "?";

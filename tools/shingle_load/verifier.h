@@ -23,6 +23,17 @@ enum class Wrong : uint8_t {
   flag,
   value,
   digest,
+  // The counter and rate-limit protocols (counter_session.h, ratelimit_*_session.h):
+  header,       // magic, version, op/kind or entry count not the request's
+  status,       // a status the request cannot get
+  bound,        // a counter's value outside what was acknowledged / sent before
+  order,        // a counter's sums not nested (10 min <= hour <= day, today <= week <= 2 weeks)
+  verdict,      // a verdict or bucket decision that cannot be right
+  mask,         // a reservation mask that does not match the verdict
+  buckets,      // a message formed another number of buckets
+  level,        // a bucket's level or capacity outside what it can be
+  existed,      // a bucket's "existed" flag off after an acknowledged admission
+  final_state,  // the check after the run: a counter or bucket not what was acknowledged
   count_
 };
 

@@ -3,7 +3,10 @@
 // `rates` (those of ratelimit_bench's message benchmark) and the envelope
 // of message k. A message has one recipient, so shingled's default rule and
 // rspamd's (compat) form the same three buckets: to, to_ip, to_ip_from.
-// Never changes between the halves of one run; header-only, no state.
+// Never changes between the halves of one run; header-only, no state. The
+// shingled half is `shingle-load ratelimit messages`
+// (ratelimit_message_protocol.cpp), the Redis half
+// bench/redis_ratelimit_driver.cpp.
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,6 +19,8 @@
 namespace shingled::bench {
 
 // `rates { to = "100 / 1min"; to_ip = "30 / 1min"; to_ip_from = "20 / 1min"; }`
+inline constexpr unsigned kMixBuckets = 3;  // the buckets every message of the mix forms
+
 inline RatelimitConfig ratelimit_mix_config() {
   RatelimitConfig config;
   config.rates[size_t(RateFamily::to) - 1] = {RateBucket{100, 100.0 / 60}};
