@@ -50,6 +50,7 @@ struct InboxMessage {
     uint32_t generation;  // of that slot, so a late answer to a reused slot is ignored
     uint8_t count;
     bool series;
+    bool last;            // the request's last part for this owner (see Worker)
     uint8_t op;           // series: for the reply header
     uint32_t tag;
     uint8_t index[kCounterPart];  // entry positions in the request

@@ -63,6 +63,7 @@ class Counter {
   X(counter_full, "counters not created: counters_max reached")                             \
   X(counter_parts_sent, "counter request parts sent to other owner cores")                  \
   X(counter_parts_lost, "counter request parts that found the inbox full (answered as not done)") \
+  X(counter_parts_dropped, "counter requests an owner dropped unapplied because a part of them was lost") \
   X(counter_pending_full, "counter requests dropped: too many awaiting other cores")        \
   X(counter_timeouts, "counter requests dropped: another core did not answer within 1 s")   \
   X(counters_expired, "counters removed by the retention sweep")                            \

@@ -44,6 +44,8 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
   if (counters_ != nullptr) {
     counter_pending_.resize(kPendingCounters);
     counter_parts_.resize(engine.worker_count());
+    counter_part_failed_.resize(engine.worker_count());
+    gathered_parts_.resize(engine.worker_count());
     for (size_t i = kPendingCounters; i-- > 0;) counter_free_.push_back(uint16_t(i));
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -418,6 +420,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   std::vector<InboxMessage>& parts = counter_parts_;
   bool local = false;
   for (InboxMessage& m : parts) m.part.count = 0;
+  std::fill(counter_part_failed_.begin(), counter_part_failed_.end(), uint8_t{0});
   for (uint16_t i = 0; i < req.n; ++i) {
     const unsigned owner = engine_.owner_of_counter_shard(store.shard_of(ops[i]));
     if (owner == index_) {
@@ -427,6 +430,9 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
       continue;
     }
     InboxMessage& m = parts[owner];
+    // A full part goes out only once another entry for its owner shows up,
+    // so the final flush below always carries the `last` flag.
+    if (m.part.count == InboxMessage::kCounterPart) send_counter_part(owner, m, pc, false);
     if (m.part.count == 0) {
       m.kind = InboxMessage::counter_part;
       m.part.origin = uint16_t(index_);
@@ -436,10 +442,9 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
     }
     m.part.index[m.part.count] = uint8_t(i);
     m.part.ops[m.part.count++] = ops[i];
-    if (m.part.count == InboxMessage::kCounterPart) send_counter_part(owner, m, pc);
   }
   for (unsigned w = 0; w < parts.size(); ++w) {
-    if (parts[w].part.count != 0) send_counter_part(w, parts[w], pc);
+    if (parts[w].part.count != 0) send_counter_part(w, parts[w], pc, true);
   }
   if (local) {
     ++pc.outstanding;
@@ -448,11 +453,17 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   if (pc.outstanding == 0) finish_counter(slot);  // every part was lost
 }
 
-void Worker::send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc) {
-  if (enqueue(owner, m)) {
-    ++pc.outstanding;
+void Worker::send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc, bool last) {
+  m.part.last = last;
+  if (counter_part_failed_[owner] != 0) {
+    // An earlier part for this owner was lost: the owner drops what it
+    // gathered of this request when the next one comes, so none of this
+    // request's entries there is applied; they are answered as not done.
+  } else if (enqueue(owner, m)) {
+    if (last) ++pc.outstanding;  // the owner answers once, after the last part
     stats_.counter_parts_sent.add();
   } else {
+    counter_part_failed_[owner] = 1;
     pc.lost = true;  // those entries are answered as not done (status partial)
     stats_.counter_parts_lost.add();
   }
@@ -539,23 +550,43 @@ void Worker::execute_counter_part(const InboxMessage& m, uint64_t now) {
     }
     return;
   }
-  CounterResult results[InboxMessage::kCounterPart];
-  apply_grouped(part.ops, count, now, results);
+  if (part.origin >= gathered_parts_.size()) return;
+  // Parts from one origin arrive in order on its ring and a request's parts
+  // are sent back to back, so a part of another request means the rest of
+  // the gathered one was lost on the way: drop it unapplied (the origin
+  // answers those entries as not done).
+  GatheredParts& g = gathered_parts_[part.origin];
+  if (g.count != 0 && (g.slot != part.slot || g.generation != part.generation)) {
+    stats_.counter_parts_dropped.add();
+    g.count = 0;
+  }
+  if (g.count == 0) {
+    g.slot = part.slot;
+    g.generation = part.generation;
+  }
+  for (unsigned i = 0; i < count && g.count < counters::kMaxEntries; ++i) {
+    g.index[g.count] = part.index[i];
+    g.ops[g.count++] = part.ops[i];
+  }
+  if (!part.last) return;
+  CounterResult results[counters::kMaxEntries];
+  apply_grouped(g.ops, g.count, now, results);
   InboxMessage back;
   back.kind = InboxMessage::counter_reply;
-  back.counter.slot = part.slot;
-  back.counter.generation = part.generation;
+  back.counter.slot = g.slot;
+  back.counter.generation = g.generation;
   back.counter.count = 0;
-  for (unsigned i = 0; i < count; ++i) {
-    back.counter.index[back.counter.count] = part.index[i];
+  for (unsigned i = 0; i < g.count; ++i) {
+    back.counter.index[back.counter.count] = g.index[i];
     back.counter.results[back.counter.count++] = results[i];
-    back.counter.last = i + 1 == count;
+    back.counter.last = i + 1 == g.count;
     if (back.counter.count == InboxMessage::kCounterReply || back.counter.last) {
       // A lost reply makes the origin drop the request at its timeout.
       if (!enqueue(part.origin, back)) stats_.dropped.add();
       back.counter.count = 0;
     }
   }
+  g.count = 0;
 }
 
 void Worker::execute_counter_reply(const InboxMessage& m) {
@@ -567,8 +598,8 @@ void Worker::execute_counter_reply(const InboxMessage& m) {
   for (unsigned i = 0; i < count; ++i) {
     if (r.index[i] < pc.n) pc.results[r.index[i]] = r.results[i];
   }
-  // A part of 7 entries comes back in two messages; replies of one part
-  // arrive in order on one ring, so its last message completes it.
+  // An owner's answer to a request spans several messages; they arrive in
+  // order on one ring, so its last message completes that owner's share.
   if (r.last && --pc.outstanding == 0) finish_counter(r.slot);
 }
 

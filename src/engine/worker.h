@@ -80,7 +80,7 @@ class Worker final : private IndexSink, private RouterPort {
     uint8_t op = 0;
     uint16_t n = 0;
     uint32_t tag = 0;
-    uint16_t outstanding = 0;  // parts not answered yet (this core's share counts as one)
+    uint16_t outstanding = 0;  // owners not answered yet (this core's share counts as one)
     bool lost = false;         // a part found the inbox full: answered as not done
     uint64_t started_ms = 0;
     CounterResult results[counters::kMaxEntries];
@@ -89,7 +89,10 @@ class Worker final : private IndexSink, private RouterPort {
   static constexpr uint64_t kCounterTimeoutMs = 1000;
 
   void handle_counter_packet(const RxPacket& p, uint64_t now);
-  void send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc);
+  // Sends the part being filled for `owner`; `last` when no more of this
+  // request's entries follow for it. After a part found the inbox full,
+  // none of the request's later parts go to that owner.
+  void send_counter_part(unsigned owner, InboxMessage& m, PendingCounter& pc, bool last);
   void apply_burst_counters(uint64_t now);
   void apply_grouped(const CounterOp* ops, size_t n, uint64_t now, CounterResult* out);
   void finish_counter(uint16_t slot);
@@ -128,6 +131,19 @@ class Worker final : private IndexSink, private RouterPort {
   std::vector<PendingCounter> counter_pending_;
   std::vector<uint16_t> counter_free_;
   std::vector<InboxMessage> counter_parts_;  // per owner: the part being filled
+  std::vector<uint8_t> counter_part_failed_; // per owner: a part of this request was lost
+  // Owner side, per origin worker: the entries of one request gathered from
+  // its part messages (a message holds 7), applied together when its last
+  // part is in, so a counter named twice in a request reads the value from
+  // before the request in both entries, as the protocol says.
+  struct GatheredParts {
+    uint16_t slot = 0;
+    uint32_t generation = 0;
+    uint8_t count = 0;
+    uint8_t index[counters::kMaxEntries];
+    CounterOp ops[counters::kMaxEntries];
+  };
+  std::vector<GatheredParts> gathered_parts_;
   std::vector<CounterOp> burst_ops_;       // this core's entries of this burst
   std::vector<uint32_t> burst_target_;     // slot << 8 | entry index, per burst_ops_
   std::vector<uint16_t> burst_slots_;      // requests with entries in burst_ops_

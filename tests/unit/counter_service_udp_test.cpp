@@ -125,6 +125,34 @@ TEST_F(CounterServiceUdp, entries_on_both_owners_come_back_in_one_reply) {
   EXPECT_EQ(r.size(), 16u) << "increment: header only";
 }
 
+// A request naming each of 8 counters 8 times: the other owner gets its
+// entries in several part messages (7 a message), and every entry must
+// still read the value from before the request, then the total be exact.
+TEST_F(CounterServiceUdp, a_counter_named_many_times_in_one_request_reads_before_it_in_each_entry) {
+  CounterClient c(port_);
+  const auto repeated = [](uint8_t op, uint32_t tag, uint32_t delta) {
+    counters::Request r;
+    r.op = op;
+    r.tag = tag;
+    r.prefix = "rep";
+    r.n = 64;
+    for (unsigned i = 0; i < 64; ++i) r.entries[i] = counters::Entry{8, false, delta, 500 + (i % 8) * 7919, 0};
+    return r;
+  };
+  for (uint32_t round = 0; round < 3; ++round) {
+    const auto r = c.exchange(repeated(counters::kIncrementRead, 10 + round, 1));
+    ASSERT_EQ(r.size(), 16u + 64 * 48);
+    EXPECT_EQ(r[12], counters::kOk);
+    for (unsigned i = 0; i < 64; ++i) {
+      EXPECT_EQ(sums_of(r, i)[3], round * 8u) << "round " << round << ", entry " << i;
+    }
+  }
+  const auto r = c.exchange(repeated(counters::kRead, 20, 0));
+  ASSERT_EQ(r.size(), 16u + 64 * 48);
+  for (unsigned i = 0; i < 64; ++i) EXPECT_EQ(sums_of(r, i)[3], 24u) << i;
+  EXPECT_GT(stat(&WorkerStats::counter_parts_sent), 1u) << "the other owner's entries took several parts";
+}
+
 TEST_F(CounterServiceUdp, unique_counters_over_separate_packets) {
   CounterClient c(port_);
   const auto pair = [](uint32_t tag, uint64_t rcpt, uint32_t delta) {
