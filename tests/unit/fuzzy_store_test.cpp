@@ -173,6 +173,29 @@ TEST(FuzzyStore, sweep_removes_expired_records_and_frees_their_slots_later) {
   }
 }
 
+// The vote's threshold at its edge: sharing only the last 17 shingles is a
+// hit with 17 votes, sharing only the last 16 never can be one (pins any
+// shortcut that stops probing once a hit is out of reach).
+TEST(FuzzyStore, shingle_hit_found_when_only_the_last_shingles_are_shared) {
+  FuzzyStore s(small());
+  const auto stored = make_request(77, fuzzy::kWrite, 2, 5);
+  write(s, stored, kNow);
+  const auto sharing_last = [&](unsigned shared, uint64_t salt) {
+    fuzzy::Request r = near_duplicate(stored, fuzzy::kShingleCount, salt);  // new digest
+    uint64_t t = salt * 131 + 7;
+    for (unsigned i = 0; i < fuzzy::kShingleCount - shared; ++i) r.shingles[i] = test::splitmix(t);
+    return r;
+  };
+  const CheckResult hit = s.check(sharing_last(17, 3), kNow);
+  ASSERT_EQ(hit.kind, CheckResult::shingles);
+  EXPECT_EQ(hit.votes, 17u);
+  EXPECT_EQ(hit.record.flags[0].flag, 2u);
+  EXPECT_EQ(s.check(sharing_last(16, 4), kNow).kind, CheckResult::miss);
+  const CheckResult all = s.check(near_duplicate(stored, 32, 5), kNow);
+  EXPECT_EQ(all.kind, CheckResult::shingles);
+  EXPECT_EQ(all.votes, 32u);
+}
+
 // Entries go stale only when records die: with none dead the sweep leaves
 // the index alone; a delete starts a real pass that clears the record's
 // entries, after which it rests again (slot reuse after such passes:
