@@ -127,7 +127,11 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
     of_op[i] = uint32_t(slots[pos]);
   }
 
-  for (Merged& g : merged) g.ref = table.locate(g.hash, g.key);  // and prefetches the record
+  // Three passes so the misses of one counter overlap those of the others:
+  // index lines (prefetched above), then the records they name, then the
+  // key comparison.
+  for (const Merged& g : merged) table.prefetch_record(g.hash);
+  for (Merged& g : merged) g.ref = table.locate(g.hash, g.key);
   // Reads first, all of them: every entry sees the values from before the
   // batch, even where two pairs of one message share a unique counter.
   for (Merged& g : merged) {

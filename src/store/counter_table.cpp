@@ -42,6 +42,19 @@ void CounterTable::prefetch(uint64_t hash) const {
   __builtin_prefetch(&index_[home_position(hash)]);
 }
 
+void CounterTable::prefetch_record(uint64_t hash) const {
+  const uint32_t tag = uint32_t(hash >> 32);
+  for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {
+    const IndexEntry& e = index_[pos];
+    if (e.rec == 0) return;
+    if (e.tag == tag) {
+      __builtin_prefetch(&records_[e.rec - 1]);
+      __builtin_prefetch(reinterpret_cast<const char*>(&records_[e.rec - 1]) + 64);
+      return;
+    }
+  }
+}
+
 int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
   const uint32_t tag = uint32_t(hash >> 32);
   for (size_t pos = home_position(hash);; pos = (pos + 1) & mask_) {

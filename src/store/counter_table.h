@@ -66,6 +66,9 @@ class CounterTable {
   // is in cache, the record it names (locate, below), so a batch's misses
   // overlap.
   void prefetch(uint64_t hash) const;
+  // The second stage, once the index line is in cache: prefetches the
+  // record its tag names, so locate()'s key comparison does not wait for it.
+  void prefetch_record(uint64_t hash) const;
 
   // The batch path (CounterStore::apply): a key's record is looked up once
   // (and prefetched) and then named by `ref` (1 + record index, 0 = none
