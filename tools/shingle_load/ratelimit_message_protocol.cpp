@@ -72,6 +72,13 @@ class MessageSession final : public Session {
     const ratelimit::MessageResult& m = reply_->messages[0];
     const bool limited = m.verdict == ratelimit::kLimit;
     const uint64_t all = (uint64_t(1) << bench::kMixBuckets) - 1;
+    if (m.buckets == 0) {
+      // The usual cause: a server without the mix's rates (the embedded
+      // defaults limit nothing), which no amount of retrying fixes.
+      return fail(Wrong::buckets, s, m, why,
+                  "the server formed none, so it has no rates for to, to_ip and to_ip_from "
+                  "(this mode needs the mix's rates: shingle-load --help, \"ratelimit messages\")");
+    }
     if (m.buckets != bench::kMixBuckets) return fail(Wrong::buckets, s, m, why, "buckets");
     if (s.cmd == ratelimit::kUpdate) {
       if (m.verdict != ratelimit::kAccept) return fail(Wrong::verdict, s, m, why, "an update not accepted");
