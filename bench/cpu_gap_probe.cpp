@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     prev = t;
   }
   const double run = double(prev - start);
-  const size_t windows = size_t((prev - start) / window);
+  // The last gap may run far past the end: count only the windows tracked.
+  const size_t windows = std::min(size_t((prev - start) / window), hit_windows.size());
   size_t hit = 0;
   for (size_t w = 0; w < windows; ++w) hit += hit_windows[w];
   const uint64_t worst = gaps.empty() ? 0 : *std::max_element(gaps.begin(), gaps.end());
