@@ -17,6 +17,7 @@
 #include "shingle_load/message.h"
 #include "shingle_load/options.h"
 #include "shingle_load/protocol.h"
+#include "shingle_load/report.h"
 #include "shingle_load/slot_table.h"
 #include "shingle_load/verifier.h"
 #include "shingle_load/workload.h"
@@ -665,6 +666,33 @@ TEST(ShingleLoadBuckets, a_bucket_may_refuse_only_once_its_burst_could_be_full) 
       << "leak 0: the wait is never";
   reply = reply_to(ratelimit::kLimited, 1, UINT32_MAX, ratelimit::kResultExisted);
   EXPECT_EQ(session->verify(1, b, reply.data(), reply.size(), nullptr).why, Wrong::none);
+}
+
+// The report says when the generator, not the server, set the pace: a
+// closed loop whose generator kept its core busy while the server idled.
+TEST(ShingleLoadReport, generator_bound_only_when_the_generator_was_busy_and_the_server_was_not) {
+  load::Options o;
+  o.threads = 1;
+  load::RunSummary s;
+  s.options = &o;
+  s.window_s = 10;
+  s.server_cpu_known = true;
+  s.generator_cpu_s = 9.8;
+  s.server_cpu_s = 4.6;
+  EXPECT_TRUE(s.generator_bound());
+  s.server_cpu_s = 9.5;  // the server was busy too: its figure stands
+  EXPECT_FALSE(s.generator_bound());
+  s.server_cpu_s = 4.6;
+  s.generator_cpu_s = 6.0;  // the generator had room left
+  EXPECT_FALSE(s.generator_bound());
+  o.threads = 2;
+  s.generator_cpu_s = 19.0;  // two threads, each 95 % busy
+  EXPECT_TRUE(s.generator_bound());
+  o.rate = 5000;  // open loop: the rate, not the generator, sets the pace
+  EXPECT_FALSE(s.generator_bound());
+  s.server_cpu_known = false;
+  o.rate = 0;
+  EXPECT_FALSE(s.generator_bound());
 }
 
 }  // namespace

@@ -130,6 +130,12 @@ void print_summary(FILE* out, const RunSummary& s) {
               info.unit_name);
     }
     fprintf(out, " per server-core-second\n");
+    if (s.generator_bound()) {
+      fprintf(out, "  pace        set by the generator: it used %.0f %% of its core(s), the server %.0f %% of one;\n"
+                   "              give the generator more cores (--threads, --cpus) to measure the server\n",
+              100.0 * s.generator_cpu_s / s.window_s / (o.threads > 0 ? o.threads : 1),
+              100.0 * s.server_cpu_s / s.window_s);
+    }
   }
   if (!s.final_note.empty()) fprintf(out, "  %s\n", s.final_note.c_str());
 }
@@ -188,7 +194,8 @@ std::string json_line(const RunSummary& s) {
   }
   if (!s.final_json.empty()) out += s.final_json + ",";
   if (s.server_cpu_known) {
-    snprintf(buf, sizeof buf, "\"server_cpu_s\":%.3f,\"req_per_server_core_s\":%.0f", s.server_cpu_s,
+    snprintf(buf, sizeof buf, "\"server_cpu_s\":%.3f,\"generator_bound\":%s,\"req_per_server_core_s\":%.0f",
+             s.server_cpu_s, s.generator_bound() ? "true" : "false",
              s.server_cpu_s > 0 ? double(s.window_answered) / s.server_cpu_s : 0.0);
     out += buf;
     if (info.unit_name != nullptr) {

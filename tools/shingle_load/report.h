@@ -32,6 +32,15 @@ struct RunSummary {
   double req_per_s() const { return window_s > 0 ? double(window_answered) / window_s : 0.0; }
   double units_per_s() const { return window_s > 0 ? double(window_units) / window_s : 0.0; }
   double per_cpu(uint64_t n, double cpu) const { return cpu > 0 ? double(n) / cpu : 0.0; }
+  // Closed loop only: the generator's threads kept their cores (> 90 %) busy
+  // while the server did not (< 90 % of one): the generator set the pace,
+  // and the per-server-core figure is that of a server partly idle (a
+  // server that sleeps and wakes between bursts pays more per request).
+  bool generator_bound() const {
+    if (options == nullptr || options->rate > 0 || !server_cpu_known || window_s <= 0) return false;
+    const double threads = options->threads > 0 ? double(options->threads) : 1.0;
+    return generator_cpu_s / window_s / threads > 0.9 && server_cpu_s / window_s < 0.9;
+  }
 };
 
 void print_summary(FILE* out, const RunSummary& s);
