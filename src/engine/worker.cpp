@@ -384,6 +384,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
     m.peer_len = std::min<socklen_t>(p.peer_len, sizeof m.peer);
     std::memcpy(&m.peer, p.peer, m.peer_len);
     m.part.series = true;
+    m.part.last = true;  // a series travels whole
     m.part.op = req.op;
     m.part.tag = req.tag;
     m.part.count = 1;
