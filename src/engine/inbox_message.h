@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/fuzzy_service.h"
+#include "engine/return_address.h"
 #include "store/bucket_table.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
@@ -33,10 +34,8 @@ struct InboxMessage {
   static constexpr unsigned kRatelimitReply = 7;  // bucket results per reply message
 
   Kind kind;
-  uint16_t listener;  // fuzzy_update: which bind_socket the request came in on
-  socklen_t peer_len;
-  sockaddr_in6 peer;  // large enough for AF_INET and AF_INET6
-  ReplySeal seal;     // fuzzy_update: how to answer (plain, or sealed with this key)
+  ReturnAddress from;  // fuzzy_update, counter series: where the owner answers
+  ReplySeal seal;      // fuzzy_update: how to answer (plain, or sealed with this key)
   struct IndexItems {
     uint32_t count;
     IndexInsert items[kIndexBatch];
@@ -93,7 +92,7 @@ struct InboxMessage {
     RatelimitReply bucket_reply;
   };
 
-  InboxMessage() : kind(fuzzy_update), listener(0), peer_len(0), peer{}, seal{}, index{} {}
+  InboxMessage() : kind(fuzzy_update), from{}, seal{}, index{} {}
 };
 
 }  // namespace shingled

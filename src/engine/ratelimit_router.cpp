@@ -104,9 +104,7 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   free_.pop_back();
   Pending& pc = pending_[slot];
   pc.used = true;
-  pc.listener = p.listener;
-  pc.peer_len = std::min<socklen_t>(p.peer_len, sizeof pc.peer);
-  std::memcpy(&pc.peer, p.peer, pc.peer_len);
+  pc.to.set(p);
   pc.peer_key = key;
   pc.fingerprint = fingerprint;
   pc.kind = request_.kind;
@@ -252,7 +250,7 @@ void RatelimitRouter::finish(uint16_t slot) {
   uint8_t reply[kReplyBuffer];
   const size_t len = finish_reply(pc.seal, reply, encode(pc, reply + body_offset(pc.seal)));
   cache_.complete(pc.peer_key, pc.id, pc.fingerprint, reply, len);
-  port_.reply(pc.listener, reinterpret_cast<const sockaddr*>(&pc.peer), pc.peer_len, reply, len);
+  port_.reply(pc.to.listener, pc.to.peer(), pc.to.len, reply, len);
   pc.used = false;
   ++pc.generation;
   free_.push_back(slot);

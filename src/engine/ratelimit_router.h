@@ -29,6 +29,7 @@
 #include "engine/fuzzy_service.h"
 #include "engine/inbox_message.h"
 #include "engine/ratelimit_service.h"
+#include "engine/return_address.h"
 #include "engine/stats.h"
 #include "io/packet_io.h"
 #include "wire/reply_cache.h"
@@ -75,9 +76,7 @@ class RatelimitRouter {
   struct Pending {
     bool used = false;
     uint32_t generation = 0;
-    uint16_t listener = 0;
-    socklen_t peer_len = 0;
-    sockaddr_in6 peer{};
+    ReturnAddress to;
     PeerKey peer_key;
     uint64_t fingerprint = 0;
     uint8_t kind = 0;

@@ -229,9 +229,7 @@ void Worker::forward_update(unsigned owner, const fuzzy::Request& req, const Rep
                             const RxPacket& pkt) {
   InboxMessage m;
   m.kind = InboxMessage::fuzzy_update;
-  m.listener = pkt.listener;
-  m.peer_len = std::min<socklen_t>(pkt.peer_len, sizeof m.peer);
-  std::memcpy(&m.peer, pkt.peer, m.peer_len);
+  m.from.set(pkt);
   m.request = req;
   m.seal = seal;
   if (!enqueue(owner, m)) {
@@ -318,6 +316,10 @@ void Worker::reply(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
   if (!io_->queue_send(listener, peer, peer_len, data, uint32_t(len))) stats_.dropped.add();
 }
 
+void Worker::reply_to(const ReturnAddress& to, const uint8_t* data, size_t len) {
+  reply(to.listener, to.peer(), to.len, data, len);
+}
+
 void Worker::execute(const InboxMessage& m, uint32_t now) {
   if (m.kind == InboxMessage::ratelimit_part) {
     ratelimit_->execute_part(m);
@@ -346,10 +348,7 @@ void Worker::execute(const InboxMessage& m, uint32_t now) {
   }
   uint8_t reply[kMaxReply];
   const size_t len = service_.apply_update(m.request, m.seal, now, ctx_, *this, reply);
-  if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
-                       uint32_t(len))) {
-    stats_.dropped.add();
-  }
+  reply_to(m.from, reply, len);
 }
 
 // --- shingle counters ----------------------------------------------------------
@@ -380,9 +379,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
     }
     InboxMessage m;
     m.kind = InboxMessage::counter_part;
-    m.listener = p.listener;
-    m.peer_len = std::min<socklen_t>(p.peer_len, sizeof m.peer);
-    std::memcpy(&m.peer, p.peer, m.peer_len);
+    m.from.set(p);
     m.part.series = true;
     m.part.last = true;  // a series travels whole
     m.part.op = req.op;
@@ -405,9 +402,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   counter_free_.pop_back();
   PendingCounter& pc = counter_pending_[slot];
   pc.used = true;
-  pc.listener = p.listener;
-  pc.peer_len = std::min<socklen_t>(p.peer_len, sizeof pc.peer);
-  std::memcpy(&pc.peer, p.peer, pc.peer_len);
+  pc.to.set(p);
   pc.op = req.op;
   pc.n = req.n;
   pc.tag = req.tag;
@@ -526,10 +521,7 @@ void Worker::finish_counter(uint16_t slot) {
   header.tag = pc.tag;
   uint8_t reply[counters::kMaxReply];
   const size_t len = counters_->answer(header, pc.results, pc.lost, reply);
-  if (!io_->queue_send(pc.listener, reinterpret_cast<const sockaddr*>(&pc.peer), pc.peer_len,
-                       reply, uint32_t(len))) {
-    stats_.dropped.add();
-  }
+  reply_to(pc.to, reply, len);
   pc.used = false;
   ++pc.generation;
   counter_free_.push_back(slot);
@@ -545,10 +537,7 @@ void Worker::execute_counter_part(const InboxMessage& m, uint64_t now) {
     header.tag = part.tag;
     uint8_t reply[counters::kMaxReply];
     const size_t len = counters_->answer_series(header, part.ops[0], now, reply);
-    if (!io_->queue_send(m.listener, reinterpret_cast<const sockaddr*>(&m.peer), m.peer_len, reply,
-                         uint32_t(len))) {
-      stats_.dropped.add();
-    }
+    reply_to(m.from, reply, len);
     return;
   }
   if (part.origin >= gathered_parts_.size()) return;

@@ -61,6 +61,8 @@ class Worker final : private IndexSink, private RouterPort {
   bool send_to(unsigned owner, const InboxMessage& m) override { return enqueue(owner, m); }
   void reply(uint16_t listener, const sockaddr* peer, socklen_t peer_len, const uint8_t* data,
              size_t len) override;
+  // Queues an answer for a request remembered earlier (counted when dropped).
+  void reply_to(const ReturnAddress& to, const uint8_t* data, size_t len);
   bool flush_pending();
   bool inboxes_empty() const;
   void upkeep(uint32_t now);
@@ -74,9 +76,7 @@ class Worker final : private IndexSink, private RouterPort {
   struct PendingCounter {
     bool used = false;
     uint32_t generation = 0;
-    uint16_t listener = 0;
-    socklen_t peer_len = 0;
-    sockaddr_in6 peer{};
+    ReturnAddress to;
     uint8_t op = 0;
     uint16_t n = 0;
     uint32_t tag = 0;
