@@ -17,6 +17,8 @@
 # RSPAMD_PID P_NORMAL P_CTRL (set by the caller from `free_ports`).
 
 die() { echo "error: $*" >&2; echo "0 passed, 1 failed"; exit 2; }
+# shellcheck source=tests/integration/lib_rspamd_conf.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_rspamd_conf.sh"
 
 # ---------------------------------------------------------------- environment
 lib_check_env() {
@@ -590,26 +592,10 @@ rc() {  # outfile rspamc-args...   (bounded rspamc call)
 start_rspamd() {
     local t0 ready deadline
     R="$TMP/rspamd"
-    cat >"$R/rspamd.conf" <<EOF
-# Self-contained rspamd 3.4 config: no /etc/rspamd includes, no Lua rules, no redis/DNS users.
-options {
-  pidfile = "$R/run/rspamd.pid";
-  filters = "fuzzy_check";          # C modules run only if listed here
-  url_tld = "$TMP/tld.dat";
-  hs_cache_dir = "$R/db";
-  cache_file = "$R/db/symbols.cache";
-  dynamic_conf = "$R/db/rspamd_dynamic";
-  history_file = "$R/db/rspamd.history";
-  stats_file = "$R/db/stats.ucl";
-  local_addrs = [];
-  task_timeout = 8s;
-}
-logging { type = "file"; filename = "$R/rspamd.log"; level = "info"; }
-worker "normal" {
-  bind_socket = "127.0.0.1:$P_NORMAL";
-  count = 1;
-  mime = true;
-}
+    {
+        echo "# Self-contained rspamd 3.4 config: no /etc/rspamd includes, no Lua rules, no redis/DNS users."
+        rspamd_conf_head "$R" fuzzy_check "$P_NORMAL"
+        cat <<EOF
 worker "controller" {
   bind_socket = "127.0.0.1:$P_CTRL";
   count = 1;
@@ -629,11 +615,10 @@ fuzzy_check {
 $RSPAMD_RULES
 }
 EOF
+    } >"$R/rspamd.conf"
 
-    rspamd -f "${ROOT_OPTS[@]}" -c "$R/rspamd.conf" --var DBDIR="$R/db" --var RUNDIR="$R/run" \
-        --var LOGDIR="$R" >"$R/stdout.log" 2>&1 &
+    rspamd_launch "$R"
     RSPAMD_PID=$!
-    PIDS+=("$RSPAMD_PID")
 
     t0=$(date +%s.%N)
     ready=0
