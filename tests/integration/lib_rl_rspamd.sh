@@ -36,3 +36,24 @@ EOF
     rspamd_launch "$d"
     printf -v "RSPAMD_PID_$1" '%s' "$!"
 }
+
+# rl_rspamd_wait NAME PORT RCPT: waits up to START_TIMEOUT seconds until the
+# rspamd started as NAME answers a scan (to RCPT, through the caller's `rc`)
+# and its log says the plugin loaded. Returns 0 then, 1 if it died or the
+# time ran out; RL_RSPAMD_LOADED gets the plugin's log line.
+rl_rspamd_wait() {
+    local d="$TMP/rspamd-$1" port=$2 pidvar="RSPAMD_PID_$1" deadline
+    RL_RSPAMD_LOADED=""
+    deadline=$(( $(date +%s) + START_TIMEOUT ))
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        kill -0 "${!pidvar}" 2>/dev/null || return 1
+        if rc "$d/ready.json" -h "127.0.0.1:$port" --json -r "$3" "$TMP/mail/plain.eml" &&
+           grep -q '"action"' "$d/ready.json"; then
+            RL_RSPAMD_LOADED=$(grep -o 'shingled_ratelimit: shingled at.*' "$d/rspamd.log" | head -1)
+            [ -n "$RL_RSPAMD_LOADED" ]
+            return
+        fi
+        sleep 0.2
+    done
+    return 1
+}

@@ -89,25 +89,16 @@ end
 EOF
 
 start_rl_rspamd() {  # name port plugin-options extra-ucl
-    local d="$TMP/rspamd-$1" port=$2 t0 ready=0 deadline pid
+    local d="$TMP/rspamd-$1" port=$2 t0 pid
     rl_rspamd_start "$1" "$port" "127.0.0.1:$P_FAKE" "  timeout = 0.5s;
   retransmits = 1;
 ${3:-}" "lua = \"$TMP/test_rules.lua\";
 ${4:-}"
     pid="RSPAMD_PID_$1"; pid=${!pid}
     t0=$(date +%s.%N)
-    deadline=$(( $(date +%s) + START_TIMEOUT ))
-    while [ "$(date +%s)" -lt "$deadline" ]; do
-        kill -0 "$pid" 2>/dev/null || break
-        if rc "$d/ready.json" -h "127.0.0.1:$port" --json -r "ready-$1@rcpt.example" "$TMP/mail/plain.eml" &&
-           grep -q '"action"' "$d/ready.json"; then
-            ready=1; break
-        fi
-        sleep 0.2
-    done
-    if [ $ready = 1 ] && grep -q 'shingled_ratelimit: shingled at' "$d/rspamd.log"; then
+    if rl_rspamd_wait "$1" "$port" "ready-$1@rcpt.example"; then
         remember_children "$pid"
-        pass "rspamd_${1}_ready" "after $("$PYTHON" -c "print('%.1f' % ($(date +%s.%N) - $t0))")s, plugin loaded: $(grep -o 'shingled_ratelimit: shingled at.*' "$d/rspamd.log" | head -1)"
+        pass "rspamd_${1}_ready" "after $("$PYTHON" -c "print('%.1f' % ($(date +%s.%N) - $t0))")s, plugin loaded: $RL_RSPAMD_LOADED"
     else
         fail "rspamd_${1}_ready" "rspamd did not answer with the plugin loaded within ${START_TIMEOUT}s"
         tail -n 20 "$d/stdout.log" "$d/rspamd.log" 2>/dev/null | indent

@@ -226,19 +226,10 @@ rc() {  # OUTFILE rspamc-args... (bounded)
 
 # wait_rl_rspamd NAME PORT READY-RCPT: a scan answers and the plugin is loaded
 wait_rl_rspamd() {
-    local d="$TMP/rspamd-$1" port=$2 pidvar="RSPAMD_PID_$1" ok=0 deadline
-    deadline=$(( $(date +%s) + START_TIMEOUT ))
-    while [ "$(date +%s)" -lt "$deadline" ]; do
-        kill -0 "${!pidvar}" 2>/dev/null || break
-        if rc "$d/ready.json" -h "127.0.0.1:$port" --json -r "$3" "$TMP/mail/plain.eml" &&
-           grep -q '"action"' "$d/ready.json"; then
-            ok=1; break
-        fi
-        sleep 0.2
-    done
-    if [ $ok = 1 ] && grep -q 'shingled_ratelimit: shingled at' "$d/rspamd.log"; then
+    local d="$TMP/rspamd-$1" pidvar="RSPAMD_PID_$1"
+    if rl_rspamd_wait "$1" "$2" "$3"; then
         remember_children "${!pidvar}"
-        pass "rspamd_${1}_ready ($(grep -o 'shingled_ratelimit: shingled at.*' "$d/rspamd.log" | head -1))"
+        pass "rspamd_${1}_ready ($RL_RSPAMD_LOADED)"
     else
         fail "rspamd_${1}_ready" "rspamd did not answer with the plugin loaded within ${START_TIMEOUT}s: $(tail -n 5 "$d/stdout.log" "$d/rspamd.log" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
         finish; exit 1
