@@ -345,9 +345,7 @@ int main(int argc, char** argv) {
   load::RequestSource source(o.workload, keys, 0, 1, o.seed + 1);
   // The report needs the protocol's names (kinds, outcomes) and the window.
   const std::unique_ptr<load::Protocol> protocol = load::make_fuzzy_protocol(o);
-  load::RunSummary summary;
-  summary.options = &o;
-  summary.info = &protocol->info();
+  load::RunSummary summary(o, protocol->info());
   double server_cpu0 = 0, server_cpu1 = 0;
   summary.server_cpu_known = o.server_pid > 0 && load::process_cpu_seconds(o.server_pid, server_cpu0);
   const double self0 = load::self_cpu_seconds();
@@ -355,11 +353,7 @@ int main(int argc, char** argv) {
   const bool timed = o.workload.mode == load::Mode::check || o.workload.mode == load::Mode::mixed;
   const uint64_t end = timed && o.count == 0 ? start + uint64_t(o.duration_s * 1e9) : UINT64_MAX;
   summary.totals = ClosedLoop(wire, server, o).run(source, timed ? o.count : 0, end);
-  const uint64_t last = summary.totals.last_reply_ns > start ? summary.totals.last_reply_ns : now_ns();
-  summary.elapsed_s = double(last - start) / 1e9;
-  summary.window_s = summary.elapsed_s;  // no warm-up here: the whole run is measured
-  summary.window_answered = summary.totals.answered;
-  summary.window_units = summary.totals.units;
+  summary.set_times(start, start, now_ns(), 0, 0);  // no warm-up here: the whole run is measured
   summary.generator_cpu_s = load::self_cpu_seconds() - self0;
   if (summary.server_cpu_known && load::process_cpu_seconds(o.server_pid, server_cpu1)) {
     summary.server_cpu_s = server_cpu1 - server_cpu0;

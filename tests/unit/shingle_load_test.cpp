@@ -673,8 +673,8 @@ TEST(ShingleLoadBuckets, a_bucket_may_refuse_only_once_its_burst_could_be_full) 
 TEST(ShingleLoadReport, generator_bound_only_when_the_generator_was_busy_and_the_server_was_not) {
   load::Options o;
   o.threads = 1;
-  load::RunSummary s;
-  s.options = &o;
+  const load::ProtocolInfo info{"fuzzy", "check", {}, {}, nullptr};
+  load::RunSummary s(o, info);
   s.window_s = 10;
   s.server_cpu_known = true;
   s.generator_cpu_s = 9.8;

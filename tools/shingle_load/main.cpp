@@ -155,9 +155,7 @@ int main(int argc, char** argv) {
     if (!e.empty()) return 1;
   }
 
-  RunSummary s;
-  s.options = &o;
-  s.info = &protocol->info();
+  RunSummary s(o, protocol->info());
   for (const auto& t : threads) s.totals += t->stats();
   s.generator_cpu_s = self_cpu_seconds() - self_cpu0;
   double server_cpu1 = 0;
@@ -165,11 +163,7 @@ int main(int argc, char** argv) {
     s.server_cpu_known = true;
     s.server_cpu_s = server_cpu1 - server_cpu0;
   }
-  const uint64_t last = s.totals.last_reply_ns > start_ns ? s.totals.last_reply_ns : end;
-  s.elapsed_s = double(last - start_ns) / 1e9;
-  s.window_s = last > window_start ? double(last - window_start) / 1e9 : 0;
-  s.window_answered = s.totals.answered - std::min(answered0, s.totals.answered);
-  s.window_units = s.totals.units - std::min(units0, s.totals.units);
+  s.set_times(start_ns, window_start, end, answered0, units0);
   // Not measured: the server's CPU was read above.
   protocol->finish(s.totals, s.final_note, s.final_json);
 

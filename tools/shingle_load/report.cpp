@@ -140,6 +140,15 @@ void print_summary(FILE* out, const RunSummary& s) {
   if (!s.final_note.empty()) fprintf(out, "  %s\n", s.final_note.c_str());
 }
 
+void RunSummary::set_times(uint64_t start_ns, uint64_t window_start_ns, uint64_t end_ns,
+                           uint64_t answered0, uint64_t units0) {
+  const uint64_t last = totals.last_reply_ns > start_ns ? totals.last_reply_ns : end_ns;
+  elapsed_s = double(last - start_ns) / 1e9;
+  window_s = last > window_start_ns ? double(last - window_start_ns) / 1e9 : 0;
+  window_answered = totals.answered - std::min(answered0, totals.answered);
+  window_units = totals.units - std::min(units0, totals.units);
+}
+
 std::string json_line(const RunSummary& s) {
   const Options& o = *s.options;
   const ProtocolInfo& info = *s.info;

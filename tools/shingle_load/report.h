@@ -12,8 +12,11 @@
 namespace shingled::load {
 
 struct RunSummary {
-  const Options* options = nullptr;
-  const ProtocolInfo* info = nullptr;
+  // Both are needed by every report; the summary keeps pointers to them.
+  RunSummary(const Options& o, const ProtocolInfo& i) : options(&o), info(&i) {}
+
+  const Options* options;
+  const ProtocolInfo* info;
   RunStats totals;
   std::string final_note;      // the protocol's check after the run, one line (or empty)
   std::string final_json;      // and its JSON fields (or empty)
@@ -25,6 +28,13 @@ struct RunSummary {
   double generator_cpu_s = 0;  // this process, the measured window
   bool server_cpu_known = false;
   double server_cpu_s = 0;     // --server-pid, the measured window
+
+  // Sets elapsed_s and the measured window from `totals` and the run's
+  // clock: it began at start_ns and ended at its last reply (or end_ns if
+  // none came after the start); measuring began at window_start_ns, when
+  // `answered0` replies and `units0` units had come in.
+  void set_times(uint64_t start_ns, uint64_t window_start_ns, uint64_t end_ns, uint64_t answered0,
+                 uint64_t units0);
 
   double loss_pct() const {
     return totals.sent ? 100.0 * double(totals.lost) / double(totals.sent) : 0.0;
