@@ -38,6 +38,12 @@ std::vector<ChangeFeed*> Engine::enable_change_feeds() {
   return out;
 }
 
+namespace {
+// How long start-up waits for a port a just-killed predecessor still holds
+// (udp_address_free); a port really in use is refused after it.
+constexpr unsigned kPortGraceMs = 3000;
+}  // namespace
+
 bool Engine::start(std::string& error) {
   std::vector<ListenAddress> listeners = config_.bind_sockets;
   if (counter_service_ != nullptr) {
@@ -52,7 +58,7 @@ bool Engine::start(std::string& error) {
   // host's own use of a port is another stack's business.
   if (config_.io != IoBackendKind::dpdk) {
     for (const ListenAddress& addr : listeners) {
-      if (!udp_address_free(addr, error)) return false;
+      if (!udp_address_free(addr, error, kPortGraceMs)) return false;
     }
   }
   IoBackendKind kind = config_.io;

@@ -40,7 +40,10 @@ std::string sockaddr_text(const sockaddr* addr) {
   return "(address family " + std::to_string(addr->sa_family) + ")";
 }
 
-bool udp_address_free(const ListenAddress& addr, std::string& error) {
+namespace {
+
+// One attempt: false while some socket holds the address.
+bool bindable(const ListenAddress& addr) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&addr.addr);
   const int family = sa->sa_family;
   if (family != AF_INET && family != AF_INET6) return true;  // open_udp_socket() says why
@@ -58,12 +61,20 @@ bool udp_address_free(const ListenAddress& addr, std::string& error) {
   const bool free = bind(fd, sa, len) == 0;
   const int err = errno;
   close(fd);
-  if (!free && err == EADDRINUSE) {
-    error = "listen address " + addr.text +
-            " is in use by another process (another shingled, or rspamd's own fuzzy worker?)";
-    return false;
+  return free || err != EADDRINUSE;  // any other bind error is reported by open_udp_socket()
+}
+
+}  // namespace
+
+bool udp_address_free(const ListenAddress& addr, std::string& error, unsigned grace_ms) {
+  for (unsigned waited = 0;; waited += 100) {
+    if (bindable(addr)) return true;
+    if (waited >= grace_ms) break;
+    usleep(100'000);
   }
-  return true;  // any other bind error is reported by open_udp_socket()
+  error = "listen address " + addr.text +
+          " is in use by another process (another shingled, or rspamd's own fuzzy worker?)";
+  return false;
 }
 
 int open_udp_socket(const ListenAddress& addr, std::string& error) {

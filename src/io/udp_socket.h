@@ -21,7 +21,12 @@ int open_udp_socket(const ListenAddress& addr, std::string& error);
 // same user could join too, silently taking half the traffic; binding once
 // without the option first makes a second daemon on the same port fail at
 // start instead. Port 0 (any free port) is always free.
-bool udp_address_free(const ListenAddress& addr, std::string& error);
+//
+// A port still in use is asked again every 100 ms for up to `grace_ms`: a
+// predecessor killed a moment ago (kill -9, then an immediate restart)
+// holds its sockets until the kernel has torn down its io_uring, which it
+// does asynchronously after the process is gone.
+bool udp_address_free(const ListenAddress& addr, std::string& error, unsigned grace_ms = 0);
 
 // The address a socket is bound to (useful after binding port 0). Returns
 // false if getsockname() fails.

@@ -414,6 +414,30 @@ TEST_P(PacketIoTest, bind_failure_names_the_address_and_the_reason) {
   EXPECT_EQ(error, "bind 127.0.0.1:" + std::to_string(port) + ": Address already in use");
 }
 
+// Start-up waits a moment for a port a killed predecessor still holds, and
+// refuses one that stays held.
+TEST(UdpAddressFree, waits_for_a_port_released_within_the_grace_and_refuses_one_held) {
+  const int holder = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ListenAddress any = listen_at("127.0.0.1", 0);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&any.addr), any.addr_len), 0);
+  sockaddr_storage held{};
+  socklen_t len = sizeof(held);
+  getsockname(holder, reinterpret_cast<sockaddr*>(&held), &len);
+  const ListenAddress addr = listen_at("127.0.0.1", port_of(held));
+
+  std::string error;
+  EXPECT_FALSE(udp_address_free(addr, error, 200));
+  EXPECT_NE(error.find("is in use by another process"), std::string::npos) << error;
+
+  std::thread release([holder] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    close(holder);
+  });
+  error.clear();
+  EXPECT_TRUE(udp_address_free(addr, error, 3000)) << error;
+  release.join();
+}
+
 TEST_P(PacketIoTest, ipv4_and_ipv6_wildcards_share_one_port) {
   // Learn a free port, then bind 0.0.0.0 and [::] to it together, as "*:port"
   // does; without IPV6_V6ONLY the second bind would collide.
