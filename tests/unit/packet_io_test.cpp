@@ -396,15 +396,22 @@ TEST_P(PacketIoTest, two_backends_bind_the_same_port_with_reuseport) {
   }
 }
 
-TEST_P(PacketIoTest, bind_failure_names_the_address_and_the_reason) {
-  // A socket without SO_REUSEPORT holds the port exclusively.
-  const int holder = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// Binds a socket without SO_REUSEPORT to a free loopback port, which it then
+// holds exclusively; returns the port (0 on failure) and the socket in `fd`.
+uint16_t hold_a_port(int& fd) {
+  fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ListenAddress any = listen_at("127.0.0.1", 0);
-  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&any.addr), any.addr_len), 0);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&any.addr), any.addr_len) != 0) return 0;
   sockaddr_storage held{};
   socklen_t len = sizeof(held);
-  getsockname(holder, reinterpret_cast<sockaddr*>(&held), &len);
-  const uint16_t port = port_of(held);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&held), &len);
+  return port_of(held);
+}
+
+TEST_P(PacketIoTest, bind_failure_names_the_address_and_the_reason) {
+  int holder = -1;
+  const uint16_t port = hold_a_port(holder);
+  ASSERT_NE(port, 0);
 
   std::string error;
   auto io = make_packet_io(GetParam(), {listen_at("127.0.0.1", port)}, error);
@@ -417,13 +424,10 @@ TEST_P(PacketIoTest, bind_failure_names_the_address_and_the_reason) {
 // Start-up waits a moment for a port a killed predecessor still holds, and
 // refuses one that stays held.
 TEST(UdpAddressFree, waits_for_a_port_released_within_the_grace_and_refuses_one_held) {
-  const int holder = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ListenAddress any = listen_at("127.0.0.1", 0);
-  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&any.addr), any.addr_len), 0);
-  sockaddr_storage held{};
-  socklen_t len = sizeof(held);
-  getsockname(holder, reinterpret_cast<sockaddr*>(&held), &len);
-  const ListenAddress addr = listen_at("127.0.0.1", port_of(held));
+  int holder = -1;
+  const uint16_t port = hold_a_port(holder);
+  ASSERT_NE(port, 0);
+  const ListenAddress addr = listen_at("127.0.0.1", port);
 
   std::string error;
   EXPECT_FALSE(udp_address_free(addr, error, 200));
