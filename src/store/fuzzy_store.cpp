@@ -121,10 +121,13 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
   struct Vote {
     size_t req;
     uint64_t keys[fuzzy::kShingleCount];
+    const ShingleIndex::Bucket* first[fuzzy::kShingleCount];  // found once, in stage 2
     uint32_t refs[fuzzy::kShingleCount];
-    uint32_t flags[fuzzy::kShingleCount];
+    uint32_t flags[fuzzy::kShingleCount];  // overflow flags, for the keys in `elsewhere`
+    uint32_t elsewhere;                    // bit k: key k may be past its first bucket
     uint32_t winner;
   };
+  static_assert(fuzzy::kShingleCount <= 32, "Vote::elsewhere has one bit per shingle");
   uint64_t digest_hashes[kCheckBatch];
   Vote votes[kCheckBatch];
   size_t n_votes = 0;
@@ -152,24 +155,28 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     v.req = i;
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
       v.keys[k] = shingle_hash(k, reqs[i]->shingles[k]);
-      indexes_[shard_of(v.keys[k])]->prefetch_first(v.keys[k]);
+      v.first[k] = indexes_[shard_of(v.keys[k])]->first_bucket(v.keys[k]);
+      __builtin_prefetch(v.first[k]);
     }
   }
   // Stage 3: probe first buckets; prefetch second buckets where flagged.
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
+    v.elsewhere = 0;
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      const ShingleIndex& idx = *indexes_[shard_of(v.keys[k])];
-      v.refs[k] = idx.probe_first(v.keys[k], v.flags[k]);
-      if (v.refs[k] == 0 && v.flags[k] != 0) idx.prefetch_rest(v.keys[k], v.flags[k]);
-      else v.flags[k] = 0;
+      v.refs[k] = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k]);
+      if (v.refs[k] == 0 && v.flags[k] != 0) {
+        indexes_[shard_of(v.keys[k])]->prefetch_rest(v.keys[k], v.flags[k]);
+        v.elsewhere |= uint32_t(1) << k;
+      }
     }
   }
   // Stage 4: probe the rest where needed, vote, prefetch the winners.
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
-    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      if (v.flags[k] != 0) v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k]);
+    for (uint32_t m = v.elsewhere; m != 0; m &= m - 1) {
+      const unsigned k = unsigned(__builtin_ctz(m));
+      v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k]);
     }
     unsigned count;
     v.winner = majority(v.refs, count);

@@ -22,6 +22,10 @@
 
 #include "store/seqlock.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace shingled {
 
 class ShingleIndex {
@@ -39,21 +43,33 @@ class ShingleIndex {
   // Bytes the constructor allocates for `entries`.
   static size_t bytes_for(size_t entries);
 
+  // Public so that a pipeline can carry a key's first bucket from its
+  // prefetch to its probe (first_bucket()); only the index reads inside.
+  struct alignas(64) Bucket {
+    uint16_t tags[kWays];           // first, so three aligned words hold them all
+    std::atomic<uint32_t> version;  // seqlock; flag A: overflowed to home2, B: to the stash
+    uint32_t refs[kWays];           // 0 = free entry
+  };
+  static_assert(sizeof(Bucket) == 64);
+
   // --- any thread ---------------------------------------------------------
   // The record reference stored for the key, or 0.
-  uint32_t lookup(uint64_t hash) const { 
+  uint32_t lookup(uint64_t hash) const {
     uint32_t flags;
-    const uint32_t ref = probe_first(hash, flags);
+    const uint32_t ref = probe_bucket(first_bucket(hash), hash, flags);
     return ref != 0 || flags == 0 ? ref : probe_rest(hash, flags);
   }
-  // The same in two steps, for pipelines that prefetch between them:
-  // probe_first() reads the first bucket; when it returns 0 with non-zero
-  // `flags`, the key may still be elsewhere and probe_rest() looks there.
-  void prefetch_first(uint64_t hash) const { __builtin_prefetch(&buckets_[home(hash)]); }
+  // The same in steps, for pipelines that prefetch between them:
+  // first_bucket() says where the key's first bucket is (prefetch it; a
+  // CHECK keeps the pointer rather than finding the bucket twice);
+  // probe_bucket() reads it; when that returns 0 with non-zero `flags`, the
+  // key may still be elsewhere and probe_rest() looks there.
+  const Bucket* first_bucket(uint64_t hash) const { return &buckets_[home(hash)]; }
+  void prefetch_first(uint64_t hash) const { __builtin_prefetch(first_bucket(hash)); }
   void prefetch_rest(uint64_t hash, uint32_t flags) const {
     if (flags & kSeqFlagA) __builtin_prefetch(&buckets_[home2(hash)]);
   }
-  uint32_t probe_first(uint64_t hash, uint32_t& flags) const;
+  static uint32_t probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags);
   uint32_t probe_rest(uint64_t hash, uint32_t flags) const;
 
   // --- owner core only ----------------------------------------------------
@@ -72,13 +88,6 @@ class ShingleIndex {
   bool sweep_slice(size_t& cursor, size_t buckets, IsDead&& is_dead, size_t& cleared);
 
  private:
-  struct alignas(64) Bucket {
-    uint16_t tags[kWays];           // first, so three aligned words hold them all
-    std::atomic<uint32_t> version;  // seqlock; flag A: overflowed to home2, B: to the stash
-    uint32_t refs[kWays];           // 0 = free entry
-  };
-  static_assert(sizeof(Bucket) == 64);
-
   // First bucket from bits 16..47 (the store uses the top bits for the
   // shard, the low 16 are the tag); second from a remix of all bits.
   size_t home(uint64_t hash) const {
@@ -93,7 +102,7 @@ class ShingleIndex {
     return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1;
   }
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
-  uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const;
+  static uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version);
   // Owner side, no seqlock needed to read: candidate lanes whose tag
   // matches (12-bit mask), and the first free entry (-1 if none).
   static unsigned tag_candidates(const Bucket& b, uint16_t tag);
@@ -127,11 +136,17 @@ inline uint64_t lane_bits(uint64_t lanes) {
 
 }  // namespace shingle_index_detail
 
-// Compares the ten tags as three words (SWAR) instead of ten loads; only a
-// lane whose tag matches has its reference read.
-inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) const {
+// The ten tags arrive as three words (acquire loads, as the seqlock needs)
+// and are compared at once: with SSE2 (every x86-64) in one register, else
+// as 16-bit lanes of the words (SWAR, which can flag a lane above a real
+// match, so each candidate is confirmed). Only a matching lane's reference
+// is read.
+inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) {
   const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
   const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
+#if defined(__SSE2__)
+  const __m128i want = _mm_set1_epi16(short(tag));
+#endif
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
     if (v & kSeqWriting) {
@@ -139,6 +154,17 @@ inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
       continue;
     }
     uint32_t found = 0;
+#if defined(__SSE2__)
+    const __m128i lanes0to7 = _mm_set_epi64x(int64_t(shared_load(words[1])), int64_t(shared_load(words[0])));
+    const __m128i lanes8to9 = _mm_cvtsi32_si128(int(shared_load(*tail)));
+    // One mask bit per lane; bits 10-15 come from the zero upper half of
+    // lanes8to9 and are dropped.
+    const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lanes0to7, want), _mm_cmpeq_epi16(lanes8to9, want));
+    for (unsigned m = unsigned(_mm_movemask_epi8(eq)) & 0x3FFu; m != 0; m &= m - 1) {
+      found = shared_load(b.refs[__builtin_ctz(m)]);
+      if (found != 0) break;
+    }
+#else
     // Lanes 0-3, 4-7 and 8-9 packed into one 12-bit mask of candidates.
     const uint64_t m0 = shingle_index_detail::matching_lanes(shared_load(words[0]), tag);
     const uint64_t m1 = shingle_index_detail::matching_lanes(shared_load(words[1]), tag);
@@ -153,6 +179,7 @@ inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
         if (found != 0) break;
       }
     }
+#endif
     if (seq_read_valid(b.version, v)) {
       version = v;
       return found;
@@ -160,9 +187,9 @@ inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
   }
 }
 
-inline uint32_t ShingleIndex::probe_first(uint64_t hash, uint32_t& flags) const {
+inline uint32_t ShingleIndex::probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags) {
   uint32_t v;
-  const uint32_t ref = lookup_in(buckets_[home(hash)], tag_of(hash), v);
+  const uint32_t ref = lookup_in(*first, tag_of(hash), v);
   flags = v & (kSeqFlagA | kSeqFlagB);
   return ref;
 }
