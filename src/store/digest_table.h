@@ -47,6 +47,7 @@ class DigestTable {
   static size_t bytes_for(size_t records, size_t extra_blocks);
 
   uint32_t slot_count() const { return static_cast<uint32_t>((bucket_count_ + stash_count_) * kWays); }
+  size_t total_buckets() const { return bucket_count_ + stash_count_; }  // stash included
   size_t memory_bytes() const;
 
   // --- any thread ---------------------------------------------------------
@@ -117,7 +118,6 @@ class DigestTable {
   size_t home2(uint64_t hash) const;
   size_t stash_home(uint64_t hash) const { return bucket_count_ + size_t(hash % stash_count_); }
   size_t stash_next(size_t bi) const { return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1; }
-  size_t total_buckets() const { return bucket_count_ + stash_count_; }
   static uint16_t tag_of(uint64_t hash);
   int find_in(const Bucket& b, uint16_t tag, const uint64_t* want, RecordView& out,
               uint32_t& version) const;

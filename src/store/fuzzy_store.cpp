@@ -310,12 +310,12 @@ bool FuzzyStore::index_insert_loading(unsigned shard, uint64_t key_hash, uint32_
   return false;
 }
 
-void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats,
-                       FuzzyChangeSink* changes) {
+void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t expire_buckets, size_t index_buckets,
+                       SweepStats& stats, FuzzyChangeSink* changes) {
   Shard& s = *shards_[shard];
   const uint32_t cutoff = now > options_.expire_seconds ? now - options_.expire_seconds : 0;
   const size_t expired =
-      s.digests.expire_slice(s.digest_cursor, buckets, cutoff, dead_stamp(), changes);
+      s.digests.expire_slice(s.digest_cursor, expire_buckets, cutoff, dead_stamp(), changes);
   if (expired) stored_.fetch_sub(expired, std::memory_order_relaxed);
   stats.expired += expired;
 
@@ -335,7 +335,7 @@ void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats&
     s.last_pass_skipped = false;
   }
   ++stats.index_slices;
-  if (s.index.sweep_slice(s.index_cursor, buckets * 4, is_dead, stats.index_cleared)) {
+  if (s.index.sweep_slice(s.index_cursor, index_buckets, is_dead, stats.index_cleared)) {
     s.index_passes.fetch_add(1, std::memory_order_release);
   }
 }

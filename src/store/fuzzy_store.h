@@ -128,9 +128,13 @@ class FuzzyStore {
     size_t index_cleared = 0;
     size_t index_slices = 0;  // calls that read the index (none while nothing died)
   };
-  // Expired records are reported to `changes` when given.
-  void sweep(unsigned shard, uint32_t now, size_t buckets, SweepStats& stats,
-             FuzzyChangeSink* changes = nullptr);
+  // Looks at up to `expire_buckets` digest buckets for expired records and
+  // `index_buckets` index buckets for entries of dead ones. Expired records
+  // are reported to `changes` when given.
+  void sweep(unsigned shard, uint32_t now, size_t expire_buckets, size_t index_buckets,
+             SweepStats& stats, FuzzyChangeSink* changes = nullptr);
+  // Digest buckets of `shard` (stash included): what a full expiry pass reads.
+  size_t digest_buckets(unsigned shard) const { return shards_[shard]->digests.total_buckets(); }
 
   uint64_t index_full_count() const { return index_full_.load(std::memory_order_relaxed); }
 

@@ -159,7 +159,7 @@ TEST(FuzzyStore, sweep_removes_expired_records_and_frees_their_slots_later) {
   for (uint64_t i = 0; i < 500; ++i) write(s, make_request(100 + i, fuzzy::kWrite, 1, 1), kNow);
   FuzzyStore::SweepStats st;
   for (int pass = 0; pass < 50; ++pass) {
-    for (unsigned sh = 0; sh < s.shard_count(); ++sh) s.sweep(sh, kNow + 5000, 1 << 20, st);
+    for (unsigned sh = 0; sh < s.shard_count(); ++sh) s.sweep(sh, kNow + 5000, 1 << 20, 1 << 22, st);
   }
   EXPECT_EQ(st.expired, 500u);
   EXPECT_EQ(s.stored_hashes(), 0u);
@@ -205,7 +205,7 @@ TEST(FuzzyStore, index_sweep_runs_only_after_a_record_died) {
   for (uint64_t i = 0; i < 200; ++i) write(s, make_request(100 + i, fuzzy::kWrite, 1, 1), kNow);
   const auto sweep_all = [&](FuzzyStore::SweepStats& st, int rounds) {
     for (int r = 0; r < rounds; ++r) {
-      for (unsigned sh = 0; sh < s.shard_count(); ++sh) s.sweep(sh, kNow, 64, st);
+      for (unsigned sh = 0; sh < s.shard_count(); ++sh) s.sweep(sh, kNow, 64, 256, st);
     }
   };
   FuzzyStore::SweepStats quiet;
