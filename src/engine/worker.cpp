@@ -132,8 +132,11 @@ void Worker::run(int cpu) {
       n = io_->receive_burst(rx, kBurst, wait);
       sleeping_.store(0, std::memory_order_relaxed);
     }
-    process_burst(rx, n, now);
+    // Inbox first: an index insert or forwarded write another core queued
+    // before this burst arrived is applied before the burst's CHECKs read
+    // (a client that saw its write acknowledged finds it from any core).
     const bool had_messages = drain_inboxes(now);
+    process_burst(rx, n, now);
     flush_index_batches();
     flush_pending();
     io_->flush();

@@ -87,9 +87,9 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
   ASSERT_EQ(acks.size(), writes.size()) << "every WRITE must be acknowledged";
   for (auto& [tag, r] : acks) EXPECT_EQ(load_le_f32(r.data() + 12), 1.0f) << "tag " << tag;
 
-  // Index inserts for other cores travel through their inboxes: give them a
-  // moment, then check exact and near-duplicate copies.
-  usleep(50'000);
+  // Index inserts for other cores travel through their inboxes, each drained
+  // a bounded amount per loop: check exact and near-duplicate copies until
+  // all are found, for at most 2 s (a busy host can hold a core that long).
   std::vector<fuzzy::Request> checks;
   for (uint64_t i = 1; i <= 200; ++i) {
     checks.push_back(make_request(i));
@@ -97,13 +97,17 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
     near.tag = uint32_t(100000 + i);
     checks.push_back(near);
   }
-  auto answers = client.exchange(checks);
-  ASSERT_EQ(answers.size(), checks.size());
   size_t exact = 0, near = 0;
-  for (auto& [tag, r] : answers) {
-    const float prob = load_le_f32(r.data() + 12);
-    if (tag >= 100000) near += prob == 22.0f / 32 && load_le32(r.data()) == 5;
-    else exact += prob == 1.0f && load_le32(r.data()) == 5 && load_le32(r.data() + 4) == 1;
+  for (int attempt = 0; attempt < 40 && (exact != 200 || near != 200); ++attempt) {
+    if (attempt > 0) usleep(50'000);
+    auto answers = client.exchange(checks);
+    ASSERT_EQ(answers.size(), checks.size());
+    exact = near = 0;
+    for (auto& [tag, r] : answers) {
+      const float prob = load_le_f32(r.data() + 12);
+      if (tag >= 100000) near += prob == 22.0f / 32 && load_le32(r.data()) == 5;
+      else exact += prob == 1.0f && load_le32(r.data()) == 5 && load_le32(r.data() + 4) == 1;
+    }
   }
   EXPECT_EQ(exact, 200u);
   EXPECT_EQ(near, 200u);
