@@ -57,20 +57,19 @@ uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags) const {
   return 0;
 }
 
-// SSE2 (every x86-64): one compare per eight lanes. The owner reads its own
-// writes, so plain loads are right here (readers use lookup_in()).
-#if defined(__SSE2__)
-inline unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
-  const __m128i want = _mm_set1_epi16(short(tag));
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.tags));
-  // Pack the eight 16-bit results to bytes: one mask bit per lane.
-  const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, want), _mm_setzero_si128());
-  unsigned m = unsigned(_mm_movemask_epi8(eq));
-  if (b.tags[8] == tag) m |= 1u << 8;
-  if (b.tags[9] == tag) m |= 1u << 9;
-  return m;
+// The owner reads its own writes, so plain loads are right here (readers use
+// lookup_in()).
+unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
+  uint64_t w0, w1;
+  uint32_t w2;
+  std::memcpy(&w0, b.tags, 8);
+  std::memcpy(&w1, b.tags + 4, 8);
+  std::memcpy(&w2, b.tags + 8, 4);
+  return shingle_index_detail::tag_lanes(w0, w1, w2, tag);
 }
 
+// SSE2 (every x86-64): one compare per four references.
+#if defined(__SSE2__)
 inline int ShingleIndex::first_free(const Bucket& b) {
   const __m128i zero = _mm_setzero_si128();
   const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.refs));
@@ -82,20 +81,6 @@ inline int ShingleIndex::first_free(const Bucket& b) {
   return m == 0 ? -1 : __builtin_ctz(m);
 }
 #else
-unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
-  using namespace shingle_index_detail;
-  uint64_t w0, w1;
-  uint32_t w2;
-  std::memcpy(&w0, b.tags, 8);
-  std::memcpy(&w1, b.tags + 4, 8);
-  std::memcpy(&w2, b.tags + 8, 4);
-  const uint64_t m0 = matching_lanes(w0, tag);
-  const uint64_t m1 = matching_lanes(w1, tag);
-  const uint64_t m2 = matching_lanes(w2, tag) & 0x80008000ull;
-  if ((m0 | m1 | m2) == 0) return 0;
-  return unsigned(lane_bits(m0) | lane_bits(m1) << 4 | lane_bits(m2) << 8);
-}
-
 int ShingleIndex::first_free(const Bucket& b) {
   for (unsigned w = 0; w < kWays; ++w) {
     if (b.refs[w] == 0) return int(w);

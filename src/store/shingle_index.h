@@ -104,7 +104,8 @@ class ShingleIndex {
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
   static uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version);
   // Owner side, no seqlock needed to read: candidate lanes whose tag
-  // matches (12-bit mask), and the first free entry (-1 if none).
+  // matches (tag_lanes() over plain loads), and the first free entry (-1 if
+  // none).
   static unsigned tag_candidates(const Bucket& b, uint16_t tag);
   static int first_free(const Bucket& b);
   bool take_over(Bucket& b, uint16_t tag, uint32_t ref);
@@ -134,19 +135,40 @@ inline uint64_t lane_bits(uint64_t lanes) {
   return ((lanes >> 15) & 1) | ((lanes >> 30) & 2) | ((lanes >> 45) & 4) | ((lanes >> 60) & 8);
 }
 
+// Bit w set for each of a bucket's ten tags (given as its three words, so
+// readers load them atomically and the owner plainly) that equals `tag`.
+// Exact with SSE2 (every x86-64), in one register; elsewhere SWAR, which can
+// also flag a lane above a real match, so callers confirm each lane unless
+// kTagLanesExact.
+#if defined(__SSE2__)
+inline constexpr bool kTagLanesExact = true;
+inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9, uint16_t tag) {
+  const __m128i want = _mm_set1_epi16(short(tag));
+  const __m128i lo = _mm_set_epi64x(int64_t(lanes4to7), int64_t(lanes0to3));
+  const __m128i hi = _mm_cvtsi32_si128(int(lanes8to9));
+  // One mask bit per lane; bits 10-15 come from the zero upper half of `hi`.
+  const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, want), _mm_cmpeq_epi16(hi, want));
+  return unsigned(_mm_movemask_epi8(eq)) & 0x3FFu;
+}
+#else
+inline constexpr bool kTagLanesExact = false;
+inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9, uint16_t tag) {
+  const uint64_t m0 = matching_lanes(lanes0to3, tag);
+  const uint64_t m1 = matching_lanes(lanes4to7, tag);
+  const uint64_t m2 = matching_lanes(lanes8to9, tag) & 0x80008000ull;
+  if ((m0 | m1 | m2) == 0) return 0;
+  return unsigned(lane_bits(m0) | lane_bits(m1) << 4 | lane_bits(m2) << 8);
+}
+#endif
+
 }  // namespace shingle_index_detail
 
-// The ten tags arrive as three words (acquire loads, as the seqlock needs)
-// and are compared at once: with SSE2 (every x86-64) in one register, else
-// as 16-bit lanes of the words (SWAR, which can flag a lane above a real
-// match, so each candidate is confirmed). Only a matching lane's reference
-// is read.
+// The ten tags are read as three words with acquire loads, as the seqlock
+// needs, and compared at once; only a matching lane's reference is read.
 inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) {
+  using namespace shingle_index_detail;
   const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
   const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
-#if defined(__SSE2__)
-  const __m128i want = _mm_set1_epi16(short(tag));
-#endif
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
     if (v & kSeqWriting) {
@@ -154,32 +176,13 @@ inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
       continue;
     }
     uint32_t found = 0;
-#if defined(__SSE2__)
-    const __m128i lanes0to7 = _mm_set_epi64x(int64_t(shared_load(words[1])), int64_t(shared_load(words[0])));
-    const __m128i lanes8to9 = _mm_cvtsi32_si128(int(shared_load(*tail)));
-    // One mask bit per lane; bits 10-15 come from the zero upper half of
-    // lanes8to9 and are dropped.
-    const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lanes0to7, want), _mm_cmpeq_epi16(lanes8to9, want));
-    for (unsigned m = unsigned(_mm_movemask_epi8(eq)) & 0x3FFu; m != 0; m &= m - 1) {
-      found = shared_load(b.refs[__builtin_ctz(m)]);
+    for (unsigned m = tag_lanes(shared_load(words[0]), shared_load(words[1]), shared_load(*tail), tag);
+         m != 0; m &= m - 1) {
+      const unsigned w = unsigned(__builtin_ctz(m));
+      if (!kTagLanesExact && shared_load(b.tags[w]) != tag) continue;
+      found = shared_load(b.refs[w]);
       if (found != 0) break;
     }
-#else
-    // Lanes 0-3, 4-7 and 8-9 packed into one 12-bit mask of candidates.
-    const uint64_t m0 = shingle_index_detail::matching_lanes(shared_load(words[0]), tag);
-    const uint64_t m1 = shingle_index_detail::matching_lanes(shared_load(words[1]), tag);
-    const uint64_t m2 = shingle_index_detail::matching_lanes(shared_load(*tail), tag) & 0x80008000ull;
-    for (uint64_t m = (m0 | m1 | m2) ? (shingle_index_detail::lane_bits(m0) | shingle_index_detail::lane_bits(m1) << 4 |
-                                        shingle_index_detail::lane_bits(m2) << 8)
-                                     : 0;
-         m != 0; m &= m - 1) {
-      const unsigned w = unsigned(__builtin_ctzll(m));
-      if (shared_load(b.tags[w]) == tag) {
-        found = shared_load(b.refs[w]);
-        if (found != 0) break;
-      }
-    }
-#endif
     if (seq_read_valid(b.version, v)) {
       version = v;
       return found;
