@@ -279,22 +279,28 @@ start_responder() {
   wait_answers "$!" "trivial_responder"
 }
 
+# shingled_conf DIR BIND ALLOW: the config both shingled rows share (fuzzy
+# only, one worker, room for the stored and the stall test's hashes, data
+# and control socket in DIR), then SHINGLED_CONF_EXTRA.
+shingled_conf() {
+  local cap=$(( (STORED + STALL_WRITES) * 2 )); [ $cap -ge 1000000 ] || cap=1000000
+  cat <<EOF
+bind_socket = "$2";
+counters_bind_socket = [];
+ratelimit_bind_socket = [];
+allow_update = ["$3"];
+workers = 1;
+max_hashes = $cap;
+hashfile = "$1/db";
+control_socket = "$1/ctl.sock";
+$SHINGLED_CONF_EXTRA
+EOF
+}
 start_shingled() {
   local d="$TMP/shingled"; mkdir -p "$d"
   SRV_PORT=$(new_port)
   SRV_LOGS=("$d/stdout.log")
-  local cap=$(( (STORED + STALL_WRITES) * 2 )); [ $cap -ge 1000000 ] || cap=1000000
-  cat >"$d/shingled.conf" <<EOF
-bind_socket = "127.0.0.1:$SRV_PORT";
-counters_bind_socket = [];
-ratelimit_bind_socket = [];
-allow_update = ["127.0.0.1"];
-workers = 1;
-max_hashes = $cap;
-hashfile = "$d/db";
-control_socket = "$d/ctl.sock";
-$SHINGLED_CONF_EXTRA
-EOF
+  shingled_conf "$d" "127.0.0.1:$SRV_PORT" 127.0.0.1 >"$d/shingled.conf"
   taskset -c "$SERVER_CPU" "$SHINGLED" --config "$d/shingled.conf" >"$d/stdout.log" 2>&1 &
   STARTED+=("$!"); SRV_CPU_PIDS=("$!"); SRV_STOP_PIDS=("$!")
   SRV_CTL="$d/ctl.sock"
@@ -519,7 +525,7 @@ PY
 # visible at once), then runs the capacity measurement; shingled's CPU comes
 # from /proc over that run (the driver's --server-pid).
 bench_shingled-dpdk() {
-  local d="$TMP/shingled-dpdk" prefix="bench-peers-$$" sock net out pid cap
+  local d="$TMP/shingled-dpdk" prefix="bench-peers-$$" sock net out pid
   net=10.197.$(( $$ % 200 ))
   if [ ! -x "$MEMIF_DRIVER" ] || [ "$(id -u)" != 0 ]; then
     log "shingled-dpdk: skipped (needs a DPDK build, $MEMIF_DRIVER, and root)"
@@ -527,22 +533,14 @@ bench_shingled-dpdk() {
   fi
   mkdir -p "$d"; sock="$d/memif.sock"; rm -f "$sock"
   SRV_PORT=$(new_port)
-  cap=$(( (STORED + STALL_WRITES) * 2 )); [ $cap -ge 1000000 ] || cap=1000000
   local eal="--no-huge -m 512 --no-pci --no-telemetry"
-  cat >"$d/shingled.conf" <<EOF
+  { shingled_conf "$d" "0.0.0.0:$SRV_PORT" "$net.1"
+    cat <<EOF
 io = dpdk;
-bind_socket = "0.0.0.0:$SRV_PORT";
-counters_bind_socket = [];
-ratelimit_bind_socket = [];
-allow_update = ["$net.1"];
-workers = 1;
-max_hashes = $cap;
-hashfile = "$d/db";
-control_socket = "$d/ctl.sock";
 dpdk_addresses = "$net.2/24";
 dpdk_eal_args = "$eal --file-prefix $prefix-s -l $SERVER_CPU --vdev=net_memif0,role=server,id=0,socket=$sock,socket-abstract=no";
-$SHINGLED_CONF_EXTRA
 EOF
+  } >"$d/shingled.conf"
   log "shingled-dpdk: starting"
   taskset -c "$SERVER_CPU" "$SHINGLED" --config "$d/shingled.conf" >"$d/stdout.log" 2>&1 &
   pid=$!
