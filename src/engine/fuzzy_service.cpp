@@ -226,7 +226,7 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
     stats.store_full.add();
     return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
   }
-  if (req.has_shingles) {
+  if (w.index_shingles) {
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
       const uint64_t key = store_.shingle_hash(i, req.shingles[i]);
       sink.add(store_.shard_of(key), key, w.ref);

@@ -52,6 +52,7 @@ class Counter {
   X(forwarded_updates, "WRITE/DEL handed to the owner core of the digest")                  \
   X(index_messages, "shingle index batches sent to other owner cores")                      \
   X(index_full, "shingle pairs not indexed: probe chain full")                              \
+  X(index_crowded, "shingle pairs of a sibling record not indexed: the key's bucket full")   \
   X(expired, "records removed by the expiry sweep")                                         \
   X(counter_requests, "counter requests accepted")                                          \
   X(counter_malformed, "counter datagrams dropped as malformed")                            \

@@ -252,12 +252,17 @@ void Worker::forward_update(unsigned owner, const fuzzy::Request& req, const Rep
 void Worker::add(unsigned shard, uint64_t key_hash, uint32_t ref) {
   const unsigned owner = engine_.owner_of_shard(shard);
   if (owner == index_) {
-    if (!service_.store().index_insert(shard, key_hash, ref)) stats_.index_full.add();
+    count_index_outcome(service_.store().index_insert(shard, key_hash, ref));
     return;
   }
   InboxMessage& batch = index_batches_[owner];
   batch.index.items[batch.index.count++] = IndexInsert{key_hash, ref};
   if (batch.index.count == InboxMessage::kIndexBatch) send_index_batch(owner);
+}
+
+void Worker::count_index_outcome(ShingleIndex::InsertOutcome outcome) {
+  if (outcome == ShingleIndex::InsertOutcome::dropped) stats_.index_full.add();
+  if (outcome == ShingleIndex::InsertOutcome::crowded) stats_.index_crowded.add();
 }
 
 void Worker::flush_index_batches() {
@@ -350,9 +355,8 @@ void Worker::execute(const InboxMessage& m, uint32_t now) {
   if (m.kind == InboxMessage::index_batch) {
     for (uint32_t k = 0; k < m.index.count && k < InboxMessage::kIndexBatch; ++k) {
       const IndexInsert& it = m.index.items[k];
-      if (!service_.store().index_insert(service_.store().shard_of(it.key_hash), it.key_hash, it.ref)) {
-        stats_.index_full.add();
-      }
+      count_index_outcome(
+          service_.store().index_insert(service_.store().shard_of(it.key_hash), it.key_hash, it.ref));
     }
     return;
   }

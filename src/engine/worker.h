@@ -55,6 +55,7 @@ class Worker final : private IndexSink, private RouterPort {
                       const RxPacket& pkt);
   void add(unsigned shard, uint64_t key_hash, uint32_t ref) override;  // IndexSink
   void flush_index_batches();
+  void count_index_outcome(ShingleIndex::InsertOutcome outcome);
   void send_index_batch(unsigned dest);
   bool enqueue(unsigned dest, const InboxMessage& m);
   // RouterPort (the rate-limit router's way out).

@@ -171,7 +171,8 @@ uint64_t insert_received(SharedState& s, unsigned t) {
     const size_t n = in.size();
     for (size_t i = 0; i < n; ++i) {
       if (i + kPrefetchAhead < n) s.store.prefetch_index(in[i + kPrefetchAhead].key);
-      if (s.store.index_insert_loading(in[i].shard, in[i].key, in[i].ref)) ++inserted;
+      const auto outcome = s.store.index_insert(in[i].shard, in[i].key, in[i].ref);
+      if (outcome != ShingleIndex::InsertOutcome::dropped && outcome != ShingleIndex::InsertOutcome::crowded) ++inserted;
     }
   }
   return inserted;

@@ -17,10 +17,6 @@
 namespace shingled {
 
 namespace {
-inline void cpu_relax() { __builtin_ia32_pause(); }
-}  // namespace
-
-namespace {
 size_t main_buckets(size_t records, unsigned ways) { return std::max<size_t>(2, (records + ways - 1) / ways); }
 size_t stash_buckets(size_t main, unsigned probe) { return std::max<size_t>(probe, main / 32); }
 }  // namespace
@@ -307,6 +303,7 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   shared_store(r.flag, flag);
   shared_store(r.value, value);
   shared_store(r.extra, 0u);
+  r.shingle_print = 0;
   shared_store(r.first_write, now);
   shared_store(r.last_write, now);
   b.dead_stamps[way] = 0;

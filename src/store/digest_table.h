@@ -72,6 +72,10 @@ class DigestTable {
   // times), for the loader at startup: before any reader runs, on a table
   // whose slots were never used.
   WriteStatus restore(uint64_t hash, const FuzzyRecord& record, uint32_t& slot);
+  // The fingerprint of the shingles the record in `slot` was indexed with
+  // (0: none yet). Kept for the store; readers never look at it.
+  uint32_t shingle_print(uint32_t slot) const { return record_at(slot).shingle_print; }
+  void set_shingle_print(uint32_t slot, uint32_t print) { record_at(slot).shingle_print = print; }
   // Removes the record; its slot is quarantined with `dead_stamp`.
   bool remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp);
   // Removes records last written before `cutoff`, scanning `buckets` buckets
@@ -94,7 +98,7 @@ class DigestTable {
     uint32_t last_write;
     uint32_t first_write;
     uint32_t extra;                        // 1 + index into extra_, 0 = none
-    uint32_t reserved;
+    uint32_t shingle_print;                // owner-only: FuzzyStore::shingle_print, 0 = none
   };
   struct ExtraFlags {                      // the non-primary flags of one record
     uint32_t count;
@@ -114,6 +118,7 @@ class DigestTable {
   static_assert(sizeof(Record) == 88);
   static_assert(sizeof(Bucket) == 64 + 8 * 88);
 
+  Record& record_at(uint32_t slot) const { return buckets_[slot / kWays].records[slot % kWays]; }
   size_t home(uint64_t hash) const;
   size_t home2(uint64_t hash) const;
   size_t stash_home(uint64_t hash) const { return bucket_count_ + size_t(hash % stash_count_); }

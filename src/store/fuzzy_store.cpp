@@ -95,8 +95,9 @@ void FuzzyStore::check_batch(const fuzzy::Request* const* reqs, size_t n, uint32
 
 namespace {
 
-// A hit needs at least 17 of 32 votes, a strict majority, so the Boyer-Moore
-// majority vote finds the only possible winner in one pass and a count.
+// A hit needs at least 17 of 32 votes, a strict majority. When every
+// position names at most one record, the Boyer-Moore majority vote finds the
+// only possible winner in one pass and a count.
 uint32_t majority(const uint32_t* refs, unsigned& votes) {
   uint32_t candidate = 0;
   unsigned balance = 0;
@@ -116,18 +117,51 @@ uint32_t majority(const uint32_t* refs, unsigned& votes) {
 
 }  // namespace
 
+// Some position named more than one record (siblings share shingles), so
+// several records may reach the threshold: count each distinct record once
+// per position it appears at (a position never names a record twice) and
+// keep those with enough votes, most votes first, ties by lower reference.
+void FuzzyStore::Vote::rank_candidates() {
+  struct Tally {
+    uint32_t ref;
+    unsigned votes;
+  };
+  Tally tally[kMaxVoteRefs];
+  unsigned n_tally = 0;
+  const auto count = [&](uint32_t r) {
+    if (r == 0) return;
+    for (unsigned t = 0; t < n_tally; ++t) {
+      if (tally[t].ref == r) {
+        ++tally[t].votes;
+        return;
+      }
+    }
+    tally[n_tally++] = Tally{r, 1};
+  };
+  for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) count(refs[k]);
+  for (unsigned e = 0; e < n_extra; ++e) count(extra[e]);
+  n_winners = 0;
+  for (unsigned t = 0; t < n_tally; ++t) {
+    if (tally[t].votes < kVoteThreshold) continue;
+    // Insertion into the short sorted list.
+    unsigned at = n_winners < kMaxWinners ? n_winners++ : kMaxWinners;
+    while (at > 0 && (winner_votes[at - 1] < tally[t].votes ||
+                      (winner_votes[at - 1] == tally[t].votes && winners[at - 1] > tally[t].ref))) {
+      if (at < kMaxWinners) {
+        winners[at] = winners[at - 1];
+        winner_votes[at] = winner_votes[at - 1];
+      }
+      --at;
+    }
+    if (at < kMaxWinners) {
+      winners[at] = tally[t].ref;
+      winner_votes[at] = tally[t].votes;
+    }
+  }
+}
+
 void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
                              CheckResult* out) const {
-  struct Vote {
-    size_t req;
-    uint64_t keys[fuzzy::kShingleCount];
-    const ShingleIndex::Bucket* first[fuzzy::kShingleCount];  // found once, in stage 2
-    uint32_t refs[fuzzy::kShingleCount];
-    uint32_t flags[fuzzy::kShingleCount];  // overflow flags, for the keys in `elsewhere`
-    uint32_t elsewhere;                    // bit k: key k may be past its first bucket
-    uint32_t winner;
-  };
-  static_assert(fuzzy::kShingleCount <= 32, "Vote::elsewhere has one bit per shingle");
   uint64_t digest_hashes[kCheckBatch];
   Vote votes[kCheckBatch];
   size_t n_votes = 0;
@@ -163,42 +197,54 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
     v.elsewhere = 0;
+    v.n_extra = 0;
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      v.refs[k] = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k]);
-      if (v.refs[k] == 0 && v.flags[k] != 0) {
+      uint32_t found[ShingleIndex::kMaxCandidates];
+      const unsigned n_found = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k], found);
+      v.take(k, found, n_found);
+      if (n_found == 0 && v.flags[k] != 0) {
         indexes_[shard_of(v.keys[k])]->prefetch_rest(v.keys[k], v.flags[k]);
         v.elsewhere |= uint32_t(1) << k;
       }
     }
   }
-  // Stage 4: probe the rest where needed, vote, prefetch the winners.
+  // Stage 4: probe the rest where needed, vote, prefetch the first winner.
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
     for (uint32_t m = v.elsewhere; m != 0; m &= m - 1) {
       const unsigned k = unsigned(__builtin_ctz(m));
-      v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k]);
+      uint32_t found[ShingleIndex::kMaxCandidates];
+      v.take(k, found, indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k], found));
     }
-    unsigned count;
-    v.winner = majority(v.refs, count);
-    if (count < kVoteThreshold) {
-      v.winner = 0;
-      continue;
+    if (v.n_extra == 0) {
+      unsigned count;
+      const uint32_t winner = majority(v.refs, count);
+      v.n_winners = count >= kVoteThreshold ? 1 : 0;
+      v.winners[0] = winner;
+      v.winner_votes[0] = count;
+    } else {
+      v.rank_candidates();
     }
-    out[v.req].votes = count;
-    const unsigned shard = v.winner >> slot_bits_;
+    if (v.n_winners == 0) continue;
+    const uint32_t w = v.winners[0];
+    const unsigned shard = w >> slot_bits_;
     if (shard < shards_.size()) {
-      shards_[shard]->digests.prefetch_slot((v.winner & ((uint32_t(1) << slot_bits_) - 1)) - 1);
+      shards_[shard]->digests.prefetch_slot((w & ((uint32_t(1) << slot_bits_) - 1)) - 1);
     }
   }
-  // Stage 5: read the winning records.
+  // Stage 5: read the winning record: the first candidate, in vote order,
+  // that is alive and unexpired (a deleted or expired sibling's entries stay
+  // in the index until the sweep clears them, and must not hide the others).
   for (size_t j = 0; j < n_votes; ++j) {
     const Vote& v = votes[j];
     CheckResult& r = out[v.req];
-    if (v.winner == 0 || !read_ref(v.winner, r.record) || expired(r.record, now)) {
-      r.votes = 0;
-      continue;
+    for (unsigned c = 0; c < v.n_winners; ++c) {
+      if (read_ref(v.winners[c], r.record) && !expired(r.record, now)) {
+        r.kind = CheckResult::shingles;
+        r.votes = v.winner_votes[c];
+        break;
+      }
     }
-    r.kind = CheckResult::shingles;
   }
 }
 
@@ -216,8 +262,10 @@ uint32_t FuzzyStore::reusable_stamp() const {
 
 namespace {
 
+// The record as written; its shingles only when they are the record's
+// (`with_shingles`), else the change merges with the stored ones on disk.
 void report_write(const DigestTable& table, uint32_t slot, const fuzzy::Request& req,
-                  FuzzyChangeSink& changes) {
+                  bool with_shingles, FuzzyChangeSink& changes) {
   RecordView view;
   if (!table.read_slot(slot, view)) return;
   FuzzyChange& c = changes.next();
@@ -231,19 +279,27 @@ void report_write(const DigestTable& table, uint32_t slot, const fuzzy::Request&
   }
   r.first_write = view.first_write;
   r.last_write = view.last_write;
-  r.has_shingles = req.has_shingles;
-  if (req.has_shingles) std::memcpy(r.shingles, req.shingles, sizeof r.shingles);
+  r.has_shingles = with_shingles;
+  if (with_shingles) std::memcpy(r.shingles, req.shingles, sizeof r.shingles);
   changes.commit();
 }
 
 }  // namespace
 
+uint32_t FuzzyStore::shingle_print(const uint64_t* shingles) const {
+  uint64_t h = 0;
+  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) h = (h ^ shingle_hash(i, shingles[i])) * 0x9E3779B97F4A7C15ull;
+  const uint32_t print = uint32_t(h >> 32);
+  return print != 0 ? print : 1;
+}
+
 uint32_t FuzzyStore::restore(const FuzzyRecord& record) {
   const uint64_t hash = digest_hash(record.digest);
   const unsigned shard = shard_of(hash);
   if (stored_hashes() >= options_.max_hashes) return 0;
+  DigestTable& digests = shards_[shard]->digests;
   uint32_t slot = 0;
-  switch (shards_[shard]->digests.restore(hash, record, slot)) {
+  switch (digests.restore(hash, record, slot)) {
     case DigestTable::WriteStatus::created:
       stored_.fetch_add(1, std::memory_order_relaxed);
       break;
@@ -252,6 +308,7 @@ uint32_t FuzzyStore::restore(const FuzzyRecord& record) {
     case DigestTable::WriteStatus::full:
       return 0;
   }
+  digests.set_shingle_print(slot, record.has_shingles ? shingle_print(record.shingles) : 0);
   return make_ref(shard, slot);
 }
 
@@ -259,9 +316,10 @@ WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Reques
                               uint32_t now, FuzzyChangeSink* changes) {
   WriteResult result;
   const bool may_create = stored_hashes() < options_.max_hashes;
+  DigestTable& digests = shards_[shard]->digests;
   uint32_t slot = 0;
-  switch (shards_[shard]->digests.write(hash, req.digest, req.flag, req.value, req.weak, now,
-                                        reusable_stamp(), may_create, slot)) {
+  switch (digests.write(hash, req.digest, req.flag, req.value, req.weak, now, reusable_stamp(),
+                        may_create, slot)) {
     case DigestTable::WriteStatus::created:
       stored_.fetch_add(1, std::memory_order_relaxed);
       result.status = WriteResult::created;
@@ -273,7 +331,15 @@ WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Reques
       return result;
   }
   result.ref = make_ref(shard, slot);
-  if (changes != nullptr) report_write(shards_[shard]->digests, slot, req, *changes);
+  if (req.has_shingles) {
+    // Same shingles again: indexed again (a no-op for entries still there,
+    // and it restores any a full bucket had dropped).
+    const uint32_t print = shingle_print(req.shingles);
+    const uint32_t had = digests.shingle_print(slot);
+    if (had == 0) digests.set_shingle_print(slot, print);
+    result.index_shingles = had == 0 || had == print;
+  }
+  if (changes != nullptr) report_write(digests, slot, req, result.index_shingles, *changes);
   return result;
 }
 
@@ -290,10 +356,17 @@ bool FuzzyStore::remove(unsigned shard, uint64_t hash, const uint8_t* digest,
   return true;
 }
 
-bool FuzzyStore::index_insert(unsigned shard, uint64_t key_hash, uint32_t ref) {
-  if (shards_[shard]->index.insert(key_hash, ref)) return true;
-  index_full_.fetch_add(1, std::memory_order_relaxed);
-  return false;
+ShingleIndex::InsertOutcome FuzzyStore::index_insert(unsigned shard, uint64_t key_hash, uint32_t ref) {
+  // How recently a record was written, 0 once dead: asked only when the
+  // key's bucket is full or the key holds its limit of records.
+  const auto rank = [this](uint32_t r) -> uint32_t {
+    RecordView view;
+    return read_ref(r, view) ? std::max<uint32_t>(1, view.last_write) : 0;
+  };
+  const ShingleIndex::InsertOutcome outcome = shards_[shard]->index.insert(key_hash, ref, rank);
+  if (outcome == ShingleIndex::InsertOutcome::dropped) index_full_.fetch_add(1, std::memory_order_relaxed);
+  if (outcome == ShingleIndex::InsertOutcome::crowded) index_crowded_.fetch_add(1, std::memory_order_relaxed);
+  return outcome;
 }
 
 uint32_t FuzzyStore::find_ref(uint64_t hash, const uint8_t* digest) const {
@@ -302,12 +375,6 @@ uint32_t FuzzyStore::find_ref(uint64_t hash, const uint8_t* digest) const {
   uint32_t slot;
   if (!shards_[shard]->digests.find(hash, digest, ignored, slot)) return 0;
   return make_ref(shard, slot);
-}
-
-bool FuzzyStore::index_insert_loading(unsigned shard, uint64_t key_hash, uint32_t ref) {
-  if (shards_[shard]->index.insert_loading(key_hash, ref)) return true;
-  index_full_.fetch_add(1, std::memory_order_relaxed);
-  return false;
 }
 
 void FuzzyStore::sweep(unsigned shard, uint32_t now, size_t expire_buckets, size_t index_buckets,

@@ -49,6 +49,11 @@ struct CheckResult {
 struct WriteResult {
   enum Status : uint8_t { created, updated, full } status = full;
   uint32_t ref = 0;
+  // Whether the request's shingles are the record's and go to the index.
+  // A record keeps the shingles it was first written with (as rspamd's
+  // sqlite backend does): a rewrite carrying others is applied to the flags
+  // but indexes nothing, so live index entries never exceed 32 per digest.
+  bool index_shingles = false;
 };
 
 // One shingle of a written record, addressed to the owner of its index shard.
@@ -78,6 +83,9 @@ class FuzzyStore {
   uint64_t shingle_hash(unsigned i, uint64_t value) const {
     return hash_shingle(options_.secrets, i, value);
   }
+  // A keyed 32-bit fingerprint of a set of 32 shingles, never 0 (0 marks a
+  // record without shingles): what a record remembers of its shingles.
+  uint32_t shingle_print(const uint64_t* shingles) const;
   unsigned shard_of(uint64_t hash) const { return static_cast<unsigned>(hash >> (64 - shard_bits_)); }
 
   // --- any thread ---------------------------------------------------------
@@ -114,10 +122,11 @@ class FuzzyStore {
   uint32_t find_ref(uint64_t hash, const uint8_t* digest) const;
 
   // --- owner of the index shard ------------------------------------------
-  bool index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
-  // The loader's variant (ShingleIndex::insert_loading): only before the
-  // workers start, one thread per index shard.
-  bool index_insert_loading(unsigned shard, uint64_t key_hash, uint32_t ref);
+  // Adds the record to the key's entry (ShingleIndex::insert); `dropped`
+  // and `crowded` are also counted in index_full_count() and
+  // index_crowded_count(). The loader calls it too, before the workers
+  // start, one thread per index shard.
+  ShingleIndex::InsertOutcome index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
   void prefetch_index(uint64_t key_hash) const { indexes_[shard_of(key_hash)]->prefetch_first(key_hash); }
 
   // --- owner of the shard: background upkeep -----------------------------
@@ -137,6 +146,7 @@ class FuzzyStore {
   size_t digest_buckets(unsigned shard) const { return shards_[shard]->digests.total_buckets(); }
 
   uint64_t index_full_count() const { return index_full_.load(std::memory_order_relaxed); }
+  uint64_t index_crowded_count() const { return index_crowded_.load(std::memory_order_relaxed); }
 
  private:
   struct Shard {
@@ -150,6 +160,32 @@ class FuzzyStore {
     uint64_t kills_at_pass_start = 0;        // total_kills() when the last pass began
     bool last_pass_skipped = true;
   };
+
+  // One CHECK's shingle vote in the pipeline of check_chunk().
+  static constexpr unsigned kMaxExtraRefs = fuzzy::kShingleCount * (ShingleIndex::kMaxCandidates - 1);
+  static constexpr unsigned kMaxVoteRefs = fuzzy::kShingleCount + kMaxExtraRefs;
+  static constexpr unsigned kMaxWinners = 4;
+  struct Vote {
+    size_t req;
+    uint64_t keys[fuzzy::kShingleCount];
+    const ShingleIndex::Bucket* first[fuzzy::kShingleCount];  // found once, in stage 2
+    uint32_t refs[fuzzy::kShingleCount];   // the first record each position names
+    uint32_t flags[fuzzy::kShingleCount];  // overflow flags, for the keys in `elsewhere`
+    uint32_t elsewhere;                    // bit k: key k may be past its first bucket
+    unsigned n_extra;                      // further records named (siblings), any position
+    uint32_t extra[kMaxExtraRefs];
+    unsigned n_winners;                    // records with >= kVoteThreshold votes, best first
+    uint32_t winners[kMaxWinners];
+    unsigned winner_votes[kMaxWinners];
+
+    // Position k named `found[0..n)`.
+    void take(unsigned k, const uint32_t* found, unsigned n) {
+      refs[k] = n != 0 ? found[0] : 0;
+      for (unsigned i = 1; i < n; ++i) extra[n_extra++] = found[i];
+    }
+    void rank_candidates();
+  };
+  static_assert(fuzzy::kShingleCount <= 32, "Vote::elsewhere has one bit per shingle");
 
   uint32_t make_ref(unsigned shard, uint32_t slot) const {
     return (uint32_t(shard) << slot_bits_) | (slot + 1);
@@ -171,6 +207,7 @@ class FuzzyStore {
   std::vector<const ShingleIndex*> indexes_;  // shards_[s]->index, one load closer
   std::atomic<uint64_t> stored_{0};
   std::atomic<uint64_t> index_full_{0};
+  std::atomic<uint64_t> index_crowded_{0};
 };
 
 }  // namespace shingled

@@ -26,6 +26,16 @@ inline void shared_store(T& field, T value) {
   __atomic_store_n(&field, value, __ATOMIC_RELEASE);
 }
 
+// What a reader does while a write is in progress: the CPU's spin-wait hint
+// where it has one, so the waiting core yields to its hyperthread sibling.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // Low bit: a write is in progress. Bits 1 and 2 are sticky flags left to the
 // owner of the word (the tables use them for "some key of this bucket
 // overflowed to its second bucket" and "... to the stash"). The sequence

@@ -42,16 +42,16 @@ size_t ShingleIndex::memory_bytes() const {
   return (bucket_count_ + stash_count_) * sizeof(Bucket);
 }
 
-uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags) const {
+unsigned ShingleIndex::probe_rest(uint64_t hash, uint32_t flags, uint32_t* out) const {
   const uint16_t tag = tag_of(hash);
   uint32_t v;
   if (flags & kSeqFlagA) {
-    if (const uint32_t ref = lookup_in(buckets_[home2(hash)], tag, v)) return ref;
+    if (const unsigned n = lookup_in(buckets_[home2(hash)], tag, v, out)) return n;
   }
   if (flags & kSeqFlagB) {
     size_t bi = stash_home(hash);
     for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-      if (const uint32_t ref = lookup_in(buckets_[bi], tag, v)) return ref;
+      if (const unsigned n = lookup_in(buckets_[bi], tag, v, out)) return n;
     }
   }
   return 0;
@@ -89,18 +89,47 @@ int ShingleIndex::first_free(const Bucket& b) {
 }
 #endif
 
-// An entry with the same tag is the same key (to 16 bits plus the bucket
-// choice): it is pointed at the new record. Tags are compared as three
-// words; only candidate lanes are confirmed.
-bool ShingleIndex::take_over(Bucket& b, uint16_t tag, uint32_t ref) {
+unsigned ShingleIndex::key_lanes(const Bucket& b, uint16_t tag) {
+  unsigned lanes = 0;
   for (unsigned m = tag_candidates(b, tag); m != 0; m &= m - 1) {
     const unsigned w = unsigned(__builtin_ctz(m));
-    if (b.refs[w] != 0 && b.tags[w] == tag) {
-      const uint32_t v = seq_write_begin(b.version);
-      shared_store(b.refs[w], ref);
-      seq_write_end(b.version, v);
-      return true;
+    if (b.refs[w] != 0 && b.tags[w] == tag) lanes |= 1u << w;
+  }
+  return lanes;
+}
+
+// An entry with the same tag is the same key (to 16 bits plus the bucket
+// choice). The first bucket's flags say whether the key can be further on.
+ShingleIndex::Bucket* ShingleIndex::key_bucket(uint64_t hash, uint16_t tag) {
+  Bucket& first = buckets_[home(hash)];
+  if (key_lanes(first, tag) != 0) return &first;
+  const uint32_t flags = first.version.load(std::memory_order_relaxed);
+  if (flags & kSeqFlagA) {
+    Bucket& second = buckets_[home2(hash)];
+    if (key_lanes(second, tag) != 0) return &second;
+  }
+  if (flags & kSeqFlagB) {
+    size_t bi = stash_home(hash);
+    for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+      if (key_lanes(buckets_[bi], tag) != 0) return &buckets_[bi];
     }
+  }
+  return nullptr;
+}
+
+bool ShingleIndex::place_new(uint64_t hash, uint16_t tag, uint32_t ref) {
+  Bucket& first = buckets_[home(hash)];
+  if (put(first, tag, ref)) return true;
+  Bucket& second = buckets_[home2(hash)];
+  if (first_free(second) >= 0) {
+    flag(first, kSeqFlagA);
+    return put(second, tag, ref);
+  }
+  size_t bi = stash_home(hash);
+  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
+    if (first_free(buckets_[bi]) < 0) continue;
+    flag(first, kSeqFlagB);
+    return put(buckets_[bi], tag, ref);
   }
   return false;
 }
@@ -115,56 +144,16 @@ bool ShingleIndex::put(Bucket& b, uint16_t tag, uint32_t ref) {
   return true;
 }
 
+void ShingleIndex::set_ref(Bucket& b, unsigned way, uint32_t ref) {
+  const uint32_t v = seq_write_begin(b.version);
+  shared_store(b.refs[way], ref);
+  seq_write_end(b.version, v);
+}
+
 void ShingleIndex::flag(Bucket& b, uint32_t flag) {
   if (b.version.load(std::memory_order_relaxed) & flag) return;
   const uint32_t v = seq_write_begin(b.version);
   seq_write_end(b.version, v, flag);
-}
-
-bool ShingleIndex::insert(uint64_t hash, uint32_t ref) {
-  const uint16_t tag = tag_of(hash);
-  Bucket& first = buckets_[home(hash)];
-  Bucket& second = buckets_[home2(hash)];
-  const uint32_t flags = first.version.load(std::memory_order_relaxed);
-  if (take_over(first, tag, ref)) return true;
-  if ((flags & kSeqFlagA) && take_over(second, tag, ref)) return true;
-  if (flags & kSeqFlagB) {
-    size_t bi = stash_home(hash);
-    for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-      if (take_over(buckets_[bi], tag, ref)) return true;
-    }
-  }
-  if (put(first, tag, ref)) return true;
-  const auto has_room = [](const Bucket& b) { return first_free(b) >= 0; };
-  if (has_room(second)) {
-    flag(first, kSeqFlagA);
-    return put(second, tag, ref);
-  }
-  size_t bi = stash_home(hash);
-  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-    if (!has_room(buckets_[bi])) continue;
-    flag(first, kSeqFlagB);
-    return put(buckets_[bi], tag, ref);
-  }
-  return false;
-}
-
-bool ShingleIndex::insert_loading(uint64_t hash, uint32_t ref) {
-  const uint16_t tag = tag_of(hash);
-  Bucket& first = buckets_[home(hash)];
-  if (take_over(first, tag, ref) || put(first, tag, ref)) return true;
-  Bucket& second = buckets_[home2(hash)];
-  if (first_free(second) >= 0) {
-    flag(first, kSeqFlagA);
-    return put(second, tag, ref);
-  }
-  size_t bi = stash_home(hash);
-  for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-    if (first_free(buckets_[bi]) < 0) continue;
-    flag(first, kSeqFlagB);
-    return put(buckets_[bi], tag, ref);
-  }
-  return false;
 }
 
 void ShingleIndex::clear_entry(Bucket& b, unsigned way) {

@@ -1,13 +1,29 @@
-// One shard's shingle index: (shingle index i, shingle value) -> the record
-// that last wrote that pair, as in rspamd (a later write of the same pair
-// takes it over). 6-byte entries, ten to a 64-byte bucket: a 16-bit tag from
-// the key hash and a 32-bit record reference. The owner core writes; any
-// core reads through the bucket seqlock.
+// One shard's shingle index: (shingle index i, shingle value) -> the records
+// that wrote that pair, up to kMaxCandidates of them. 6-byte entries, ten to
+// a 64-byte bucket: a 16-bit tag from the key hash and a 32-bit record
+// reference. The owner core writes; any core reads through the bucket
+// seqlock.
 //
-// Placement: a key goes to its first bucket while that has room, else to
-// its second bucket, else to a small stash; the first bucket then carries a
-// sticky flag saying so. A lookup therefore reads one cache line for most
-// keys, hits and misses alike, and a second only through a flagged bucket.
+// Why several records per key: a multipart mail is learned as two or more
+// digests whose shingles are nearly all equal, and their writes reach an
+// index shard in whatever order the cores deliver them. With one record per
+// key the shared positions were split between the siblings by arrival
+// order, and a near-duplicate of both could miss (neither reaching 17
+// votes). Keeping every sibling lets the CHECK count votes per record,
+// whatever the order (docs/store.md, "Siblings").
+//
+// Placement: all of a key's entries live in one bucket, so a lookup stops at
+// the first bucket that holds any. A new key goes to its first bucket while
+// that has room, else to its second bucket, else to a small stash; the first
+// bucket then carries a sticky flag saying so. A lookup therefore reads one
+// cache line for most keys, hits and misses alike, and a second only through
+// a flagged bucket. A further record of a known key joins the key's bucket;
+// when that bucket is full it takes a dead record's lane, or, when the key
+// already holds kMaxCandidates live records, the lane of the least recently
+// written one (ties: the lower reference) if it is itself more recent;
+// otherwise it is not indexed (`crowded`, the caller counts it).
+// A 16-bit tag shared by two keys of one bucket makes them one key here, as
+// it always did: the second key's records join the first's.
 //
 // Entries are not removed when their record dies: readers ignore references
 // to dead records, and sweep_slice() clears them in the background. The
@@ -17,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -31,7 +48,16 @@ namespace shingled {
 class ShingleIndex {
  public:
   static constexpr unsigned kWays = 10;
-  static constexpr unsigned kStashProbe = 2;  // stash buckets one key may use
+  static constexpr unsigned kStashProbe = 2;     // stash buckets one key may use
+  static constexpr unsigned kMaxCandidates = 4;  // records one key may point at
+
+  enum class InsertOutcome : uint8_t {
+    added,     // a new entry (a new key, or a further record of a known key)
+    present,   // the key already pointed at this record
+    replaced,  // took the lane of a dead or least recently written record
+    crowded,   // the key's bucket is full of live entries: not indexed here
+    dropped,   // a new key and no room anywhere: not indexed
+  };
 
   explicit ShingleIndex(size_t entries);
   ~ShingleIndex();
@@ -53,35 +79,44 @@ class ShingleIndex {
   static_assert(sizeof(Bucket) == 64);
 
   // --- any thread ---------------------------------------------------------
-  // The record reference stored for the key, or 0.
-  uint32_t lookup(uint64_t hash) const {
+  // The records stored for the key, up to kMaxCandidates, into `out`;
+  // returns how many.
+  unsigned lookup_all(uint64_t hash, uint32_t* out) const {
     uint32_t flags;
-    const uint32_t ref = probe_bucket(first_bucket(hash), hash, flags);
-    return ref != 0 || flags == 0 ? ref : probe_rest(hash, flags);
+    const unsigned n = probe_bucket(first_bucket(hash), hash, flags, out);
+    return n != 0 || flags == 0 ? n : probe_rest(hash, flags, out);
+  }
+  // The first of them, or 0.
+  uint32_t lookup(uint64_t hash) const {
+    uint32_t out[kMaxCandidates];
+    return lookup_all(hash, out) != 0 ? out[0] : 0;
   }
   // The same in steps, for pipelines that prefetch between them:
   // first_bucket() says where the key's first bucket is (prefetch it; a
   // CHECK keeps the pointer rather than finding the bucket twice);
-  // probe_bucket() reads it; when that returns 0 with non-zero `flags`, the
-  // key may still be elsewhere and probe_rest() looks there.
+  // probe_bucket() reads it; when that finds nothing and `flags` is
+  // non-zero, the key may still be elsewhere and probe_rest() looks there.
   const Bucket* first_bucket(uint64_t hash) const { return &buckets_[home(hash)]; }
   void prefetch_first(uint64_t hash) const { __builtin_prefetch(first_bucket(hash)); }
   void prefetch_rest(uint64_t hash, uint32_t flags) const {
     if (flags & kSeqFlagA) __builtin_prefetch(&buckets_[home2(hash)]);
   }
-  static uint32_t probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags);
-  uint32_t probe_rest(uint64_t hash, uint32_t flags) const;
+  static unsigned probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags, uint32_t* out);
+  unsigned probe_rest(uint64_t hash, uint32_t flags, uint32_t* out) const;
 
   // --- owner core only ----------------------------------------------------
-  // Points the key at `ref`, replacing whatever it pointed at. False when
-  // every place it may go is full (the pair is then not indexed; counted).
-  bool insert(uint64_t hash, uint32_t ref);
-  // The loader's insert, before any reader runs: an equal key is looked for
-  // only in the first bucket, so a key shared by two stored records may
-  // get two entries (a lookup finds one of them, either is right; the
-  // sweep clears each when its record dies). Saves the second bucket's
-  // cache miss on every insert once buckets overflow.
-  bool insert_loading(uint64_t hash, uint32_t ref);
+  // Adds `ref` to the records of the key (the file comment says where it
+  // goes and what it may replace). `rank(r)` says how recently record r was
+  // written (larger is newer) and is 0 when r is dead; it is asked only when
+  // the key's bucket has no free lane or the key is at its limit, and is
+  // asked of `ref` too. The loader
+  // calls this too, before the workers start, one thread per index shard.
+  template <typename Rank>
+  InsertOutcome insert(uint64_t hash, uint32_t ref, Rank&& rank);
+  // The same where no record is ever dead (tests).
+  InsertOutcome insert(uint64_t hash, uint32_t ref) {
+    return insert(hash, ref, [](uint32_t) { return 1u; });
+  }
   // Clears entries whose reference `is_dead`, over `buckets` buckets from
   // `cursor`; returns true when the cursor wrapped (a full pass completed).
   template <typename IsDead>
@@ -102,14 +137,19 @@ class ShingleIndex {
     return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1;
   }
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
-  static uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version);
-  // Owner side, no seqlock needed to read: candidate lanes whose tag
-  // matches (tag_lanes() over plain loads), and the first free entry (-1 if
-  // none).
+  static unsigned lookup_in(const Bucket& b, uint16_t tag, uint32_t& version, uint32_t* out);
+  // Owner side, no seqlock needed to read: lanes whose tag matches
+  // (tag_lanes() over plain loads), those of them that hold a record, and
+  // the first free lane (-1 if none).
   static unsigned tag_candidates(const Bucket& b, uint16_t tag);
+  static unsigned key_lanes(const Bucket& b, uint16_t tag);
   static int first_free(const Bucket& b);
-  bool take_over(Bucket& b, uint16_t tag, uint32_t ref);
+  // The bucket holding the key's entries, or nullptr for a new key.
+  Bucket* key_bucket(uint64_t hash, uint16_t tag);
+  // A new key's first entry: its first bucket, else its second, else the stash.
+  bool place_new(uint64_t hash, uint16_t tag, uint32_t ref);
   bool put(Bucket& b, uint16_t tag, uint32_t ref);
+  void set_ref(Bucket& b, unsigned way, uint32_t ref);
   void flag(Bucket& b, uint32_t flag);
   void clear_entry(Bucket& b, unsigned way);
 
@@ -165,23 +205,27 @@ inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes
 
 // The ten tags are read as three words with acquire loads, as the seqlock
 // needs, and compared at once; only a matching lane's reference is read.
-inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version) {
+// At most kMaxCandidates references come back: the owner never keeps more
+// for one key, and a 16-bit tag collision with another key of the bucket is
+// cut off there rather than allowed to overflow `out`.
+inline unsigned ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version,
+                                        uint32_t* out) {
   using namespace shingle_index_detail;
   const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
   const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
     if (v & kSeqWriting) {
-      __builtin_ia32_pause();
+      cpu_relax();
       continue;
     }
-    uint32_t found = 0;
+    unsigned found = 0;
     for (unsigned m = tag_lanes(shared_load(words[0]), shared_load(words[1]), shared_load(*tail), tag);
-         m != 0; m &= m - 1) {
+         m != 0 && found < kMaxCandidates; m &= m - 1) {
       const unsigned w = unsigned(__builtin_ctz(m));
       if (!kTagLanesExact && shared_load(b.tags[w]) != tag) continue;
-      found = shared_load(b.refs[w]);
-      if (found != 0) break;
+      const uint32_t ref = shared_load(b.refs[w]);
+      if (ref != 0) out[found++] = ref;
     }
     if (seq_read_valid(b.version, v)) {
       version = v;
@@ -190,11 +234,49 @@ inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
   }
 }
 
-inline uint32_t ShingleIndex::probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags) {
+inline unsigned ShingleIndex::probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags,
+                                           uint32_t* out) {
   uint32_t v;
-  const uint32_t ref = lookup_in(*first, tag_of(hash), v);
+  const unsigned n = lookup_in(*first, tag_of(hash), v, out);
   flags = v & (kSeqFlagA | kSeqFlagB);
-  return ref;
+  return n;
+}
+
+template <typename Rank>
+ShingleIndex::InsertOutcome ShingleIndex::insert(uint64_t hash, uint32_t ref, Rank&& rank) {
+  const uint16_t tag = tag_of(hash);
+  Bucket* b = key_bucket(hash, tag);
+  if (b == nullptr) return place_new(hash, tag, ref) ? InsertOutcome::added : InsertOutcome::dropped;
+  const unsigned lanes = key_lanes(*b, tag);
+  unsigned held = 0;
+  for (unsigned m = lanes; m != 0; m &= m - 1) {
+    if (b->refs[__builtin_ctz(m)] == ref) return InsertOutcome::present;
+    ++held;
+  }
+  if (held < kMaxCandidates && put(*b, tag, ref)) return InsertOutcome::added;
+  // No free lane, or the key is at its limit: a dead record's lane, else (at
+  // the limit only) the lane of the record lowest in (rank, reference), if
+  // the newcomer is higher. That order is total, so every key shared by the
+  // same records keeps the same kMaxCandidates of them, whatever the arrival
+  // order; below the limit a live sibling is never pushed out, for the same
+  // reason.
+  const auto order = [&](uint32_t r) { return uint64_t(rank(r)) << 32 | r; };
+  int victim = -1;
+  uint64_t victim_order = UINT64_MAX;
+  for (unsigned m = lanes; m != 0; m &= m - 1) {
+    const unsigned w = unsigned(__builtin_ctz(m));
+    const uint64_t o = order(b->refs[w]);
+    if (o < victim_order) {
+      victim = int(w);
+      victim_order = o;
+    }
+  }
+  const bool victim_dead = (victim_order >> 32) == 0;
+  if (victim < 0 || (!victim_dead && (held < kMaxCandidates || victim_order > order(ref)))) {
+    return InsertOutcome::crowded;
+  }
+  set_ref(*b, unsigned(victim), ref);
+  return InsertOutcome::replaced;
 }
 
 template <typename IsDead>

@@ -12,18 +12,8 @@ namespace {
 using test::make_request;
 using test::near_duplicate;
 
-// Applies a WRITE as the engine does on a single core: digest record first,
-// then the 32 shingle keys on their (here: the same) owner.
 WriteResult write(FuzzyStore& s, const fuzzy::Request& req, uint32_t now) {
-  const uint64_t h = s.digest_hash(req.digest);
-  const WriteResult w = s.write(s.shard_of(h), h, req, now);
-  if (w.status != WriteResult::full && req.has_shingles) {
-    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-      const uint64_t k = s.shingle_hash(i, req.shingles[i]);
-      s.index_insert(s.shard_of(k), k, w.ref);
-    }
-  }
-  return w;
+  return test::write_and_index(s, req, now);
 }
 
 bool remove(FuzzyStore& s, const fuzzy::Request& req) {

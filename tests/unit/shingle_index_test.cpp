@@ -1,28 +1,103 @@
-// Shingle index: a key points at the last record that wrote it, sweeps clear
+// Shingle index: a key points at every record that wrote it (up to
+// kMaxCandidates, the least recently written giving way), sweeps clear
 // references to dead records and report completed passes.
 #include "store/shingle_index.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
+#include <vector>
 
 namespace shingled {
 namespace {
 
 uint64_t key(uint64_t i) { return (i * 0x9E3779B97F4A7C15ull) ^ (i << 7); }
 
+using Outcome = ShingleIndex::InsertOutcome;
+
+std::set<uint32_t> all_of(const ShingleIndex& idx, uint64_t k) {
+  uint32_t out[ShingleIndex::kMaxCandidates];
+  const unsigned n = idx.lookup_all(k, out);
+  return std::set<uint32_t>(out, out + n);
+}
+
 TEST(ShingleIndex, lookup_returns_inserted_reference) {
   ShingleIndex idx(1000);
-  ASSERT_TRUE(idx.insert(key(1), 42));
+  ASSERT_EQ(idx.insert(key(1), 42), Outcome::added);
   EXPECT_EQ(idx.lookup(key(1)), 42u);
   EXPECT_EQ(idx.lookup(key(2)), 0u);
 }
 
-TEST(ShingleIndex, later_insert_of_the_same_key_takes_it_over) {
+TEST(ShingleIndex, a_second_record_of_a_key_is_kept_beside_the_first) {
   ShingleIndex idx(1000);
-  idx.insert(key(1), 42);
-  idx.insert(key(1), 43);
-  EXPECT_EQ(idx.lookup(key(1)), 43u);
+  EXPECT_EQ(idx.insert(key(1), 42), Outcome::added);
+  EXPECT_EQ(idx.insert(key(1), 43), Outcome::added);
+  EXPECT_EQ(idx.insert(key(1), 42), Outcome::present) << "the same record twice is one entry";
+  EXPECT_EQ(all_of(idx, key(1)), (std::set<uint32_t>{42, 43}));
+}
+
+// Whatever order the records of one key arrive in, the key ends up naming
+// the same set: the property a CHECK's vote over siblings relies on.
+TEST(ShingleIndex, the_records_a_key_names_do_not_depend_on_arrival_order) {
+  std::vector<uint32_t> refs = {11, 12, 13, 14};
+  std::set<uint32_t> first;
+  do {
+    ShingleIndex idx(1000);
+    for (uint32_t r : refs) ASSERT_EQ(idx.insert(key(5), r), Outcome::added);
+    const std::set<uint32_t> got = all_of(idx, key(5));
+    if (first.empty()) first = got;
+    EXPECT_EQ(got, first);
+  } while (std::next_permutation(refs.begin(), refs.end()));
+  EXPECT_EQ(first.size(), ShingleIndex::kMaxCandidates);
+}
+
+// Past kMaxCandidates live records, the least recently written one gives
+// way (the rank says how recent), and a dead one before any live one.
+TEST(ShingleIndex, at_its_limit_a_key_drops_the_least_recent_record_and_dead_ones_first) {
+  std::map<uint32_t, uint32_t> rank = {{11, 500}, {12, 100}, {13, 300}, {14, 400}, {15, 600}, {16, 700}};
+  const auto by_rank = [&](uint32_t r) { return rank.at(r); };
+  ShingleIndex idx(1000);
+  for (uint32_t r : {11, 12, 13, 14}) ASSERT_EQ(idx.insert(key(7), r, by_rank), Outcome::added);
+  EXPECT_EQ(idx.insert(key(7), 15, by_rank), Outcome::replaced);
+  EXPECT_EQ(all_of(idx, key(7)), (std::set<uint32_t>{11, 13, 14, 15})) << "12 was the oldest";
+  rank[14] = 0;  // died
+  EXPECT_EQ(idx.insert(key(7), 16, by_rank), Outcome::replaced);
+  EXPECT_EQ(all_of(idx, key(7)), (std::set<uint32_t>{11, 13, 15, 16})) << "the dead one goes first";
+  rank[17] = 200;
+  EXPECT_EQ(idx.insert(key(7), 17, by_rank), Outcome::crowded) << "older than all four: stays out";
+  EXPECT_EQ(all_of(idx, key(7)), (std::set<uint32_t>{11, 13, 15, 16}));
+}
+
+// Six records of equal rank for one key, in every arrival order: the key
+// always keeps the same four (the highest references), so keys shared by
+// the same records agree on which of them they name.
+TEST(ShingleIndex, past_its_limit_a_key_keeps_the_same_records_whatever_the_order) {
+  std::vector<uint32_t> refs = {21, 22, 23, 24, 25, 26};
+  do {
+    ShingleIndex idx(1000);
+    for (uint32_t r : refs) idx.insert(key(9), r);
+    ASSERT_EQ(all_of(idx, key(9)), (std::set<uint32_t>{23, 24, 25, 26}));
+  } while (std::next_permutation(refs.begin(), refs.end()));
+}
+
+// A further record of a key whose bucket is full may only take a dead
+// record's lane; a live sibling is never pushed out below the limit.
+TEST(ShingleIndex, a_full_bucket_keeps_its_live_siblings_and_reuses_dead_lanes) {
+  ShingleIndex idx(2);
+  const auto same_bucket_key = [](uint64_t i, uint16_t tag) { return (i << 16) | tag; };
+  std::map<uint32_t, uint32_t> rank;
+  const auto by_rank = [&](uint32_t r) { return rank.count(r) ? rank[r] : 1u; };
+  for (unsigned w = 0; w < ShingleIndex::kWays; ++w) {
+    ASSERT_EQ(idx.insert(same_bucket_key(w + 1, uint16_t(0x100 + w)), 100 + w, by_rank), Outcome::added);
+  }
+  const uint64_t k = same_bucket_key(1, 0x100);
+  EXPECT_EQ(idx.insert(k, 200, by_rank), Outcome::crowded);
+  EXPECT_EQ(all_of(idx, k), (std::set<uint32_t>{100}));
+  rank[100] = 0;
+  EXPECT_EQ(idx.insert(k, 200, by_rank), Outcome::replaced);
+  EXPECT_EQ(all_of(idx, k), (std::set<uint32_t>{200}));
 }
 
 // Keys built to share the first of two buckets, told apart by their tags
@@ -36,22 +111,25 @@ TEST(ShingleIndex, every_lane_of_a_full_bucket_is_found_and_other_tags_miss) {
   const auto same_bucket_key = [](uint64_t i, uint16_t tag) { return (i << 16) | tag; };
   EXPECT_EQ(idx.lookup(same_bucket_key(1, 0)), 0u) << "free lanes have tag 0 but no reference";
   for (unsigned w = 0; w < ShingleIndex::kWays; ++w) {
-    ASSERT_TRUE(idx.insert(same_bucket_key(w + 1, tags[w]), 100 + w));
+    ASSERT_EQ(idx.insert(same_bucket_key(w + 1, tags[w]), 100 + w), Outcome::added);
     ASSERT_EQ(idx.first_bucket(same_bucket_key(w + 1, tags[w])), idx.first_bucket(same_bucket_key(1, 0)));
   }
   for (unsigned w = 0; w < ShingleIndex::kWays; ++w) {
     EXPECT_EQ(idx.lookup(same_bucket_key(w + 1, tags[w])), 100 + w) << "lane " << w;
     uint32_t flags = 1;
-    EXPECT_EQ(ShingleIndex::probe_bucket(idx.first_bucket(same_bucket_key(w + 1, tags[w])),
-                                         same_bucket_key(w + 1, tags[w]), flags),
-              100 + w);
+    uint32_t out[ShingleIndex::kMaxCandidates];
+    ASSERT_EQ(ShingleIndex::probe_bucket(idx.first_bucket(same_bucket_key(w + 1, tags[w])),
+                                         same_bucket_key(w + 1, tags[w]), flags, out),
+              1u);
+    EXPECT_EQ(out[0], 100 + w);
     EXPECT_EQ(flags, 0u) << "nothing overflowed yet";
   }
   for (uint16_t other : {0x0002, 0xFFFE, 0x5555}) EXPECT_EQ(idx.lookup(same_bucket_key(1, other)), 0u);
   // An eleventh key overflows: its first bucket misses and says so.
-  ASSERT_TRUE(idx.insert(same_bucket_key(11, 0x0777), 111));
+  ASSERT_EQ(idx.insert(same_bucket_key(11, 0x0777), 111), Outcome::added);
   uint32_t flags = 0;
-  EXPECT_EQ(ShingleIndex::probe_bucket(idx.first_bucket(same_bucket_key(11, 0x0777)), same_bucket_key(11, 0x0777), flags), 0u);
+  uint32_t out[ShingleIndex::kMaxCandidates];
+  EXPECT_EQ(ShingleIndex::probe_bucket(idx.first_bucket(same_bucket_key(11, 0x0777)), same_bucket_key(11, 0x0777), flags, out), 0u);
   EXPECT_NE(flags, 0u);
   EXPECT_EQ(idx.lookup(same_bucket_key(11, 0x0777)), 111u);
 }
@@ -59,10 +137,15 @@ TEST(ShingleIndex, every_lane_of_a_full_bucket_is_found_and_other_tags_miss) {
 TEST(ShingleIndex, fills_to_capacity_with_every_key_found) {
   const size_t n = 10'000;
   ShingleIndex idx(size_t(n / 0.85));
-  for (uint64_t i = 1; i <= n; ++i) ASSERT_TRUE(idx.insert(key(i), uint32_t(i))) << i;
-  size_t found = 0;
-  for (uint64_t i = 1; i <= n; ++i) found += idx.lookup(key(i)) == uint32_t(i);
-  EXPECT_GE(found, n - n / 1000) << "only 16-bit tag collisions may take a key over";
+  for (uint64_t i = 1; i <= n; ++i) ASSERT_NE(idx.insert(key(i), uint32_t(i)), Outcome::dropped) << i;
+  size_t found = 0, exact = 0;
+  for (uint64_t i = 1; i <= n; ++i) {
+    const std::set<uint32_t> got = all_of(idx, key(i));
+    found += got.count(uint32_t(i));
+    exact += got.size() == 1;
+  }
+  EXPECT_EQ(found, n) << "every key keeps its record";
+  EXPECT_GE(exact, n - n / 1000) << "only 16-bit tag collisions may make two keys one";
 }
 
 TEST(ShingleIndex, sweep_clears_dead_references_and_completes_a_pass) {

@@ -91,6 +91,28 @@ TEST(ShingleLoadMix, requests_follow_the_mix) {
   EXPECT_EQ(by_kind[3], 0u);
 }
 
+TEST(ShingleLoadWorkload, multipart_mails_are_written_part_by_part_back_to_back) {
+  Workload w;
+  w.mode = Mode::write;
+  w.first = 10;
+  w.count = 5;
+  w.multipart = {3, 2};
+  const KeyDistribution keys(1, 0);
+  RequestSource src(w, keys, 0, 1, 1);
+  EXPECT_EQ(src.share(), 15u);
+  for (uint64_t id = 10; id < 15; ++id) {
+    for (unsigned part = 0; part < 3; ++part) {
+      NextRequest r;
+      ASSERT_TRUE(src.next(r));
+      EXPECT_EQ(r.code, part_code(Kind::stored, id, part, 2));
+      EXPECT_EQ(code_id(r.code), id);
+      EXPECT_EQ(code_part(r.code), part);
+    }
+  }
+  NextRequest r;
+  EXPECT_FALSE(src.next(r));
+}
+
 TEST(ShingleLoadWorkload, write_sockets_cover_every_id_exactly_once) {
   Workload w;
   w.mode = Mode::write;
@@ -237,6 +259,33 @@ TEST(ShingleLoadMessage, near_duplicate_shares_exactly_k_shingles_and_no_digest_
   EXPECT_NE(std::memcmp(a, b, sizeof a), 0);
 }
 
+TEST(ShingleLoadMessage, parts_share_all_but_their_replaced_positions_and_have_their_own_digests) {
+  uint64_t base[fuzzy::kShingleCount], part[fuzzy::kShingleCount];
+  message_shingles(message_code(Kind::stored, 5), base);
+  std::set<std::string> digests;
+  for (unsigned differs : {1u, 2u, 8u}) {
+    for (unsigned p = 0; p < kMaxParts; ++p) {
+      const uint64_t code = part_code(Kind::stored, 5, p, differs);
+      EXPECT_EQ(code_part(code), p);
+      message_shingles(code, part);
+      unsigned same = 0;
+      for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+        EXPECT_EQ(part[i] == base[i], !part_replaces(p, differs, i)) << "part " << p << " position " << i;
+        same += part[i] == base[i];
+      }
+      EXPECT_EQ(same, p == 0 ? 32u : 32u - differs);
+      uint8_t d[fuzzy::kDigestSize];
+      message_digest(code, d);
+      uint64_t back;
+      ASSERT_TRUE(decode_digest(d, back));
+      EXPECT_EQ(back, code);
+      digests.insert(std::string(reinterpret_cast<const char*>(d), sizeof d));
+    }
+  }
+  EXPECT_EQ(digests.size(), 1u + 3 * (kMaxParts - 1)) << "part 0 is the same message whatever D";
+  EXPECT_EQ(part_code(Kind::stored, 5, 0, 4), message_code(Kind::stored, 5));
+}
+
 TEST(ShingleLoadMessage, different_messages_share_no_shingle) {
   std::set<uint64_t> seen;
   uint64_t s[fuzzy::kShingleCount];
@@ -335,6 +384,28 @@ TEST(ShingleLoadVerifier, near_duplicate_close_to_the_threshold_may_miss_and_bel
   const uint64_t k10 = message_code(Kind::near, id, 10);
   EXPECT_EQ(judge(k10, fuzzy::kCheck, reply(0, 0, 0.0f, k10)).outcome, Outcome::miss);
   EXPECT_EQ(judge(k10, fuzzy::kCheck, reply(value_of(id), flag_of(id), 10 / 32.0f, source)).why, Wrong::prob);
+}
+
+TEST(ShingleLoadVerifier, near_duplicate_of_a_multipart_mail_may_hit_any_part_with_that_parts_count) {
+  const uint64_t id = 40;
+  const Multipart mail{2, 1};  // part 1 replaces position 0
+  const uint64_t near = message_code(Kind::near, id, 27);
+  const uint64_t part0 = part_code(Kind::stored, id, 0, 1), part1 = part_code(Kind::stored, id, 1, 1);
+  const auto check = [&](float prob, uint64_t digest_code) {
+    const ReplyBytes r = reply(value_of(id), flag_of(id), prob, digest_code);
+    return verify_reply(near, fuzzy::kCheck, r.b, sizeof r.b, mail);
+  };
+  EXPECT_EQ(check(27 / 32.0f, part0).outcome, Outcome::shingle_hit);
+  EXPECT_EQ(check(26 / 32.0f, part1).outcome, Outcome::shingle_hit) << "part 1 shares 26";
+  EXPECT_EQ(check(27 / 32.0f, part1).why, Wrong::prob) << "more than part 1 can share";
+  EXPECT_EQ(check(22 / 32.0f, part1).why, Wrong::prob) << "more than three votes short";
+  EXPECT_EQ(check(27 / 32.0f, part_code(Kind::stored, id, 2, 1)).why, Wrong::digest) << "no part 2";
+  EXPECT_EQ(check(27 / 32.0f, part_code(Kind::stored, id + 1, 0, 1)).why, Wrong::digest);
+  const ReplyBytes miss = reply(0, 0, 0.0f, near);
+  EXPECT_EQ(verify_reply(near, fuzzy::kCheck, miss.b, sizeof miss.b, mail).why, Wrong::prob)
+      << "27 shared: a miss is wrong";
+  EXPECT_EQ(judge(near, fuzzy::kCheck, reply(value_of(id), flag_of(id), 26 / 32.0f, part1)).why, Wrong::digest)
+      << "without --parts only part 0 is right";
 }
 
 TEST(ShingleLoadVerifier, unknown_message_must_miss_with_its_digest_or_zeros) {

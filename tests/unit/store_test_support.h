@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "store/fuzzy_store.h"
 #include "wire/fuzzy_request.h"
 
 namespace shingled::test {
@@ -44,6 +45,21 @@ inline fuzzy::Request near_duplicate(const fuzzy::Request& base, unsigned shared
   uint64_t t = salt * 31 + 5;
   for (unsigned i = shared; i < fuzzy::kShingleCount; ++i) r.shingles[i] = splitmix(t);
   return r;
+}
+
+// Applies a WRITE as the engine does on a single core: the digest record
+// first, then, when the store says so, the 32 shingle keys on their (here:
+// the same) owner.
+inline WriteResult write_and_index(FuzzyStore& s, const fuzzy::Request& req, uint32_t now) {
+  const uint64_t h = s.digest_hash(req.digest);
+  const WriteResult w = s.write(s.shard_of(h), h, req, now);
+  if (w.index_shingles) {
+    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+      const uint64_t k = s.shingle_hash(i, req.shingles[i]);
+      s.index_insert(s.shard_of(k), k, w.ref);
+    }
+  }
+  return w;
 }
 
 }  // namespace shingled::test

@@ -18,7 +18,7 @@ namespace {
 class FuzzySession final : public Session {
  public:
   FuzzySession(const Options& o, const KeyDistribution& keys, unsigned index, unsigned sockets)
-      : source_(o.workload, keys, index, sockets, o.seed) {}
+      : source_(o.workload, keys, index, sockets, o.seed), mail_(o.workload.multipart) {}
 
   size_t max_request_size() const override { return kRequestSize; }
   bool fixed_size() const override { return true; }
@@ -35,7 +35,7 @@ class FuzzySession final : public Session {
 
   Answer verify(uint32_t, const Slot& s, const uint8_t* body, size_t len,
                 std::string* why) override {
-    const Verdict v = verify_reply(s.code, s.cmd, body, len);
+    const Verdict v = verify_reply(s.code, s.cmd, body, len, mail_);
     if (v.outcome == Outcome::wrong) {
       if (why != nullptr) *why = explain_wrong(s.code, s.cmd, body, len, v.why);
       return wrong_answer(v.why);
@@ -53,6 +53,7 @@ class FuzzySession final : public Session {
 
  private:
   RequestSource source_;
+  const Multipart mail_;
 };
 
 class FuzzyProtocol final : public Protocol {

@@ -38,6 +38,14 @@ void message_shingles(uint64_t code, uint64_t out[fuzzy::kShingleCount]) {
   switch (code_kind(code)) {
     case Kind::stored:
     case Kind::fresh:
+      if (code_part(code) != 0) {
+        const unsigned part = code_part(code), differs = code_part_differs(code);
+        const uint64_t base = mix64(message_code(code_kind(code), code_id(code)) ^ kShingleDomain);
+        for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
+          out[i] = mix64((part_replaces(part, differs, i) ? own : base) + i * kStep);
+        }
+        return;
+      }
       shared = fuzzy::kShingleCount;
       break;
     case Kind::near:

@@ -22,13 +22,40 @@ enum class Kind : uint8_t {
 inline constexpr uint64_t kIdBits = 56;
 inline constexpr uint64_t kIdMask = (uint64_t(1) << kIdBits) - 1;
 
-// code = kind (2 bits) | shared (6 bits) | id (56 bits).
+// code = kind (2 bits) | shared (6 bits) | id (56 bits). For stored and
+// fresh messages the 6 bits name the part of a multipart mail instead (see
+// part_code()); 0 is part 0, the message itself.
 inline constexpr uint64_t message_code(Kind kind, uint64_t id, unsigned shared = 0) {
   return uint64_t(kind) << 62 | uint64_t(shared & 63) << kIdBits | (id & kIdMask);
 }
 inline constexpr Kind code_kind(uint64_t code) { return Kind(code >> 62); }
 inline constexpr unsigned code_shared(uint64_t code) { return unsigned(code >> kIdBits) & 63; }
 inline constexpr uint64_t code_id(uint64_t code) { return code & kIdMask; }
+
+// Multipart mails, as rspamd learns them: one digest per text part, parts
+// whose shingles are all equal but for a few positions, written back to
+// back. Part 0 is the id's message; part j > 0 has its shingles with
+// `differs` positions replaced: (j - 1) * differs + i modulo 32, i < differs.
+// The code of part j carries j (3 bits) and differs - 1 (3 bits) where
+// near-duplicates carry their shared count.
+inline constexpr unsigned kMaxParts = 8;
+inline constexpr unsigned kMaxPartDiffers = 8;
+struct Multipart {
+  unsigned parts = 1;    // 1..kMaxParts
+  unsigned differs = 1;  // 1..kMaxPartDiffers
+};
+inline constexpr uint64_t part_code(Kind kind, uint64_t id, unsigned part, unsigned differs) {
+  return message_code(kind, id, part == 0 ? 0 : (part & 7) | ((differs - 1) & 7) << 3);
+}
+inline constexpr unsigned code_part(uint64_t code) { return code_shared(code) & 7; }
+inline constexpr unsigned code_part_differs(uint64_t code) { return (code_shared(code) >> 3) + 1; }
+// Whether part `part` of a mail with `differs` replaced positions per part
+// has its own shingle at `position` (part 0 never does).
+inline constexpr bool part_replaces(unsigned part, unsigned differs, unsigned position) {
+  if (part == 0) return false;
+  const unsigned from = (part - 1) * differs;
+  return (position + fuzzy::kShingleCount - from % fuzzy::kShingleCount) % fuzzy::kShingleCount < differs;
+}
 
 // The flag and value `write` stores for an id (documented in --help).
 inline constexpr uint8_t flag_of(uint64_t id) { return uint8_t(1 + id % 3); }
@@ -58,8 +85,9 @@ void message_digest(uint64_t code, uint8_t out[fuzzy::kDigestSize]);
 // shingle-load makes.
 bool decode_digest(const uint8_t digest[fuzzy::kDigestSize], uint64_t& code);
 
-// The 32 shingles: a stored (or fresh) message's own; a near-duplicate's
-// first `shared` are its source's, the rest its own; an unknown's all own.
+// The 32 shingles: a stored (or fresh) message's own (a part's: part 0's
+// but where the part replaces them); a near-duplicate's first `shared` are
+// its source's (part 0), the rest its own; an unknown's all own.
 void message_shingles(uint64_t code, uint64_t out[fuzzy::kShingleCount]);
 
 // The largest request build_request() writes (plain, with shingles).

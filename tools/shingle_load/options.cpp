@@ -65,6 +65,7 @@ constexpr Flag kFlags[] = {
     {"server", 's', true},     {"pubkey", 'k', true},      {"server-pid", 'p', true},
     {"stored", 0, true},       {"first", 0, true},         {"mix", 0, true},
     {"near-shared", 0, true},  {"zipf", 0, true},          {"ratio", 0, true},
+    {"parts", 0, true},        {"part-differs", 0, true},
     {"seed", 0, true},         {"inflight", 'c', true},    {"rate", 'r', true},
     {"duration", 'd', true},   {"count", 'n', true},       {"threads", 't', true},
     {"sockets", 0, true},      {"cpus", 0, true},          {"timeout", 0, true},
@@ -78,7 +79,7 @@ constexpr Flag kFlags[] = {
 };
 
 // Options that only the fuzzy protocol takes, and those only the others take.
-constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio"};
+constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio", "parts", "part-differs"};
 constexpr const char* kServicesOnly[] = {"keys", "entries", "prefix", "delta", "burst", "one-shot",
                                          "no-final-check", "repeats"};
 
@@ -302,6 +303,12 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       mix_given = true;
     } else if (name == "near-shared") {
       if (!parse_unsigned(value, 0, 32, o.workload.near_shared)) return bad(name, value, "is not 0..32");
+    } else if (name == "parts") {
+      if (!parse_unsigned(value, 1, kMaxParts, o.workload.multipart.parts)) return bad(name, value, "is not 1..8");
+    } else if (name == "part-differs") {
+      if (!parse_unsigned(value, 1, kMaxPartDiffers, o.workload.multipart.differs)) {
+        return bad(name, value, "is not 1..8");
+      }
     } else if (name == "zipf") {
       char* end = nullptr;
       d = std::strtod(value.c_str(), &end);

@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "shingle_load/message.h"
@@ -74,6 +75,39 @@ Verdict check_miss(const Fields& f, uint64_t code) {
   return {Outcome::miss, Wrong::none};
 }
 
+// Which part of the source's mail a near-duplicate's hit returned, and how
+// many shingles the near-duplicate shares with that part; false when the
+// digest is none of the mail's parts.
+bool near_part(const uint8_t* digest, uint64_t near_code, const Multipart& mail, unsigned& shared) {
+  uint64_t got;
+  if (!decode_digest(digest, got)) return false;
+  const uint64_t id = code_id(near_code);
+  const unsigned part = code_part(got);
+  if (code_kind(got) != Kind::stored || code_id(got) != id || part >= mail.parts) return false;
+  if (got != part_code(Kind::stored, id, part, mail.differs)) return false;
+  const unsigned k = std::min<unsigned>(code_shared(near_code), fuzzy::kShingleCount);
+  shared = 0;
+  for (unsigned i = 0; i < k; ++i) shared += !part_replaces(part, mail.differs, i);
+  return true;
+}
+
+Verdict verify_near(const Fields& f, uint64_t code, const Multipart& mail) {
+  const uint64_t id = code_id(code);
+  const NearBand best = near_band(code_shared(code));  // part 0 shares the most
+  if (f.prob == 0.0f && is_result_code(f.value)) return wrong(Wrong::refused);
+  if (f.prob == 0.0f && !best.hit_required) return check_miss(f, code);
+  if (best.miss_required || f.prob == 0.0f) return wrong(Wrong::prob);
+  unsigned shared = code_shared(code);
+  uint64_t answered = message_code(Kind::stored, id);
+  if (mail.parts > 1) {
+    if (!near_part(f.digest, code, mail, shared)) return wrong(Wrong::digest);
+    decode_digest(f.digest, answered);
+  }
+  const NearBand band = near_band(shared);
+  if (band.miss_required || !(f.prob >= band.lo && f.prob <= band.hi)) return wrong(Wrong::prob);
+  return check_hit(f, id, answered, Outcome::shingle_hit);
+}
+
 }  // namespace
 
 const char* wrong_name(Wrong w) {
@@ -102,7 +136,8 @@ const char* wrong_name(Wrong w) {
   return "?";
 }
 
-Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len) {
+Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len,
+                     const Multipart& mail) {
   if (len != kBodySize) return wrong(Wrong::size);
   const Fields f = read_fields(body);
   const uint64_t id = code_id(code);
@@ -124,13 +159,8 @@ Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len
       if (f.prob == 0.0f && is_result_code(f.value)) return wrong(Wrong::refused);
       if (f.prob != 1.0f) return wrong(Wrong::prob);
       return check_hit(f, id, code, Outcome::exact_hit);
-    case Kind::near: {
-      const NearBand band = near_band(code_shared(code));
-      if (f.prob == 0.0f && is_result_code(f.value)) return wrong(Wrong::refused);
-      if (f.prob == 0.0f && !band.hit_required) return check_miss(f, code);
-      if (band.miss_required || !(f.prob >= band.lo && f.prob <= band.hi)) return wrong(Wrong::prob);
-      return check_hit(f, id, message_code(Kind::stored, id), Outcome::shingle_hit);
-    }
+    case Kind::near:
+      return verify_near(f, code, mail);
     case Kind::unknown:
       return check_miss(f, code);
   }

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "shingle_load/message.h"
+
 namespace shingled::load {
 
 enum class Outcome : uint8_t { exact_hit, shingle_hit, miss, ack, wrong };
@@ -56,7 +58,10 @@ struct Verdict {
 //    request's or 64 zero bytes (rspamd's Redis backend);
 //  * WRITE and DEL: acknowledged, prob 1, value 0, the request's flag and digest.
 // The `ts` field and the bytes after it are not checked.
-Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len);
+// `mail` says how many parts the stored mails have: a near-duplicate may be
+// answered by any of them, with its own true count of shared shingles.
+Verdict verify_reply(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len,
+                     const Multipart& mail = {});
 
 // One line: the request, what was wrong, and the reply's fields.
 std::string explain_wrong(uint64_t code, uint8_t cmd, const uint8_t* body, size_t len, Wrong why);

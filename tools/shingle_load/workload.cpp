@@ -63,13 +63,17 @@ RequestSource::RequestSource(const Workload& w, const KeyDistribution& keys, uns
                              unsigned sockets, uint64_t seed)
     : w_(w), keys_(keys), rng_(seed * 0x100000001B3ull + index), index_(index), sockets_(sockets) {
   if (w.mode == Mode::write || w.mode == Mode::del) {
-    share_ = w.count > index ? (w.count - index + sockets - 1) / sockets : 0;
+    share_ = (w.count > index ? (w.count - index + sockets - 1) / sockets : 0) * w.multipart.parts;
   }
 }
 
 uint64_t RequestSource::check_code() {
   const uint64_t pick = rng_.below(w_.mix.total());
-  if (pick < w_.mix.stored) return message_code(Kind::stored, w_.first + keys_.pick(rng_));
+  if (pick < w_.mix.stored) {
+    const uint64_t id = w_.first + keys_.pick(rng_);
+    const unsigned part = w_.multipart.parts > 1 ? unsigned(rng_.below(w_.multipart.parts)) : 0;
+    return part_code(Kind::stored, id, part, w_.multipart.differs);
+  }
   if (pick < w_.mix.stored + w_.mix.near) {
     return message_code(Kind::near, w_.first + keys_.pick(rng_), w_.near_shared);
   }
@@ -79,21 +83,29 @@ uint64_t RequestSource::check_code() {
 bool RequestSource::next(NextRequest& out) {
   switch (w_.mode) {
     case Mode::write:
-    case Mode::del:
+    case Mode::del: {
       if (issued_ >= share_) return false;
-      out.code = message_code(Kind::stored, w_.first + index_ + issued_ * sockets_);
+      const uint64_t mail = issued_ / w_.multipart.parts;
+      const unsigned part = unsigned(issued_ % w_.multipart.parts);
+      out.code = part_code(Kind::stored, w_.first + index_ + mail * sockets_, part, w_.multipart.differs);
       out.cmd = w_.mode == Mode::write ? fuzzy::kWrite : fuzzy::kDel;
       ++issued_;
       return true;
+    }
     case Mode::check:
       out.code = check_code();
       out.cmd = fuzzy::kCheck;
       return true;
     case Mode::mixed:
-      if (rng_.below(uint64_t(w_.reads) + w_.writes) < w_.writes) {
-        // Fresh messages: one id space per socket, each written once.
-        out.code = message_code(Kind::fresh, uint64_t(index_) << 40 | fresh_++);
+      if (fresh_part_ != 0 || rng_.below(uint64_t(w_.reads) + w_.writes) < w_.writes) {
+        // Fresh messages: one id space per socket, each written once, the
+        // parts of a multipart one back to back.
+        out.code = part_code(Kind::fresh, uint64_t(index_) << 40 | fresh_, fresh_part_, w_.multipart.differs);
         out.cmd = fuzzy::kWrite;
+        if (++fresh_part_ == w_.multipart.parts) {
+          fresh_part_ = 0;
+          ++fresh_;
+        }
       } else {
         out.code = check_code();
         out.cmd = fuzzy::kCheck;

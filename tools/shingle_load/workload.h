@@ -36,6 +36,7 @@ struct Workload {
   uint64_t stored = 100000;  // check, mixed: ids first..first+stored-1 are stored
   Mix mix;
   unsigned near_shared = 24;  // shingles a near-duplicate shares with its source
+  Multipart multipart;        // parts per mail (write, delete, mixed's fresh writes)
   double zipf = 0;            // 0: uniform
   unsigned reads = 90;        // mixed: CHECKs to WRITEs
   unsigned writes = 10;
@@ -53,7 +54,8 @@ class RequestSource {
                 uint64_t seed);
 
   // The next request; false once a write or delete socket has sent its
-  // share of the ids (ids first + index, first + index + sockets, ...).
+  // share of the ids (ids first + index, first + index + sockets, ...),
+  // every part of a multipart mail back to back.
   bool next(NextRequest& out);
 
   // How many requests this socket sends in write or delete mode.
@@ -69,7 +71,8 @@ class RequestSource {
   unsigned sockets_;
   uint64_t share_ = 0;
   uint64_t issued_ = 0;
-  uint64_t fresh_ = 0;
+  uint64_t fresh_ = 0;       // fresh mails begun
+  unsigned fresh_part_ = 0;  // the part of the current fresh mail to write next
 };
 
 }  // namespace shingled::load
