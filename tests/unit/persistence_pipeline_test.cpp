@@ -474,5 +474,73 @@ TEST_F(PersistTest, store_writes_round_trip_through_disk) {
   EXPECT_EQ(loaded.check(test::make_request(6), now + 2).kind, CheckResult::miss);
 }
 
+// Two siblings of a multipart mail (all shingles equal but position 0),
+// stored, then a rewrite of one with other shingles, and a restart: the
+// rebuilt index names both siblings at every shared position, so the
+// near-duplicate hits the best one with its true count, and still does once
+// that one is deleted and the store is loaded again; the rewrite's shingles
+// never reached the disk.
+TEST_F(PersistTest, siblings_and_rewrites_survive_a_restart_and_a_delete_of_either) {
+  const uint32_t now = 1'700'000'000;
+  LmdbEnvironment env;
+  open(env);
+  fuzzy::Request a = test::make_request(1, fuzzy::kWrite, 1, 10);
+  fuzzy::Request b = test::make_request(2, fuzzy::kWrite, 2, 10);
+  std::memcpy(b.shingles, a.shingles, sizeof b.shingles);
+  b.shingles[0] ^= 0xFFFF;
+  fuzzy::Request rewrite = test::make_request(3, fuzzy::kWrite, 1, 1);  // other shingles, A's digest
+  std::memcpy(rewrite.digest, a.digest, sizeof rewrite.digest);
+  fuzzy::Request c = test::make_request(4);  // the C: 27 shared with A, 26 with B
+  std::memcpy(c.shingles, a.shingles, sizeof c.shingles);
+  for (unsigned k = 1; k <= 5; ++k) c.shingles[k] ^= 0x1234567800000000ull + k;
+
+  const auto persist = [&](FuzzyStore& store, const std::vector<fuzzy::Request>& writes,
+                           const fuzzy::Request* del) {
+    ChangeFeed feed;
+    for (const auto& w : writes) {
+      const uint64_t h = store.digest_hash(w.digest);
+      ASSERT_NE(store.write(store.shard_of(h), h, w, now, &feed).status, WriteResult::full);
+    }
+    if (del != nullptr) {
+      const uint64_t h = store.digest_hash(del->digest);
+      ASSERT_TRUE(store.remove(store.shard_of(h), h, del->digest, &feed));
+    }
+    feed.flush();
+    FuzzyPending p;
+    while (ChangeChunk* chunk = feed.take()) {
+      for (uint32_t i = 0; i < chunk->count; ++i) p.add(chunk->changes[i].fuzzy);
+      feed.recycle(chunk);
+    }
+    commit(env, p);
+  };
+  const auto load = [&](FuzzyStore& store) {
+    FuzzyPending expired;
+    FuzzyLoadReport report;
+    std::string error;
+    ASSERT_TRUE(load_fuzzy_store(env, store, now, 2, expired, report, error)) << error;
+  };
+  {
+    FuzzyStore store(small_store());
+    persist(store, {b, a, rewrite}, nullptr);
+  }
+  {
+    FuzzyStore loaded(small_store());
+    load(loaded);
+    const CheckResult r = loaded.check(c, now);
+    ASSERT_EQ(r.kind, CheckResult::shingles);
+    EXPECT_EQ(std::memcmp(r.record.digest, a.digest, sizeof a.digest), 0) << "A shares 27, B 26";
+    EXPECT_EQ(r.votes, 27u);
+    EXPECT_EQ(loaded.check(test::near_duplicate(test::make_request(3), 30, 1), now).kind, CheckResult::miss)
+        << "the rewrite's shingles were not stored";
+    persist(loaded, {}, &a);
+  }
+  FuzzyStore again(small_store());
+  load(again);
+  const CheckResult r = again.check(c, now);
+  ASSERT_EQ(r.kind, CheckResult::shingles) << "with A deleted, B must win every shared position";
+  EXPECT_EQ(std::memcmp(r.record.digest, b.digest, sizeof b.digest), 0);
+  EXPECT_EQ(r.votes, 26u);
+}
+
 }  // namespace
 }  // namespace shingled
