@@ -199,10 +199,8 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     v.elsewhere = 0;
     v.n_extra = 0;
     for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      uint32_t found[ShingleIndex::kMaxCandidates];
-      const unsigned n_found = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k], found);
-      v.take(k, found, n_found);
-      if (n_found == 0 && v.flags[k] != 0) {
+      v.refs[k] = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k], v.extra, v.n_extra);
+      if (v.refs[k] == 0 && v.flags[k] != 0) {
         indexes_[shard_of(v.keys[k])]->prefetch_rest(v.keys[k], v.flags[k]);
         v.elsewhere |= uint32_t(1) << k;
       }
@@ -213,8 +211,7 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     Vote& v = votes[j];
     for (uint32_t m = v.elsewhere; m != 0; m &= m - 1) {
       const unsigned k = unsigned(__builtin_ctz(m));
-      uint32_t found[ShingleIndex::kMaxCandidates];
-      v.take(k, found, indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k], found));
+      v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k], v.extra, v.n_extra);
     }
     if (v.n_extra == 0) {
       unsigned count;

@@ -172,17 +172,13 @@ class FuzzyStore {
     uint32_t refs[fuzzy::kShingleCount];   // the first record each position names
     uint32_t flags[fuzzy::kShingleCount];  // overflow flags, for the keys in `elsewhere`
     uint32_t elsewhere;                    // bit k: key k may be past its first bucket
-    unsigned n_extra;                      // further records named (siblings), any position
-    uint32_t extra[kMaxExtraRefs];
     unsigned n_winners;                    // records with >= kVoteThreshold votes, best first
     uint32_t winners[kMaxWinners];
     unsigned winner_votes[kMaxWinners];
+    unsigned n_extra;                      // further records named (siblings), any position:
+    uint32_t extra[kMaxExtraRefs];         // at most kMaxCandidates - 1 per position; last, as
+                                           // the rarely touched part
 
-    // Position k named `found[0..n)`.
-    void take(unsigned k, const uint32_t* found, unsigned n) {
-      refs[k] = n != 0 ? found[0] : 0;
-      for (unsigned i = 1; i < n; ++i) extra[n_extra++] = found[i];
-    }
     void rank_candidates();
   };
   static_assert(fuzzy::kShingleCount <= 32, "Vote::elsewhere has one bit per shingle");

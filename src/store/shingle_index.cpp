@@ -42,16 +42,17 @@ size_t ShingleIndex::memory_bytes() const {
   return (bucket_count_ + stash_count_) * sizeof(Bucket);
 }
 
-unsigned ShingleIndex::probe_rest(uint64_t hash, uint32_t flags, uint32_t* out) const {
+uint32_t ShingleIndex::probe_rest(uint64_t hash, uint32_t flags, uint32_t* more,
+                                  unsigned& n_more) const {
   const uint16_t tag = tag_of(hash);
   uint32_t v;
   if (flags & kSeqFlagA) {
-    if (const unsigned n = lookup_in(buckets_[home2(hash)], tag, v, out)) return n;
+    if (const uint32_t ref = lookup_in(buckets_[home2(hash)], tag, v, more, n_more)) return ref;
   }
   if (flags & kSeqFlagB) {
     size_t bi = stash_home(hash);
     for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
-      if (const unsigned n = lookup_in(buckets_[bi], tag, v, out)) return n;
+      if (const uint32_t ref = lookup_in(buckets_[bi], tag, v, more, n_more)) return ref;
     }
   }
   return 0;

@@ -83,8 +83,11 @@ class ShingleIndex {
   // returns how many.
   unsigned lookup_all(uint64_t hash, uint32_t* out) const {
     uint32_t flags;
-    const unsigned n = probe_bucket(first_bucket(hash), hash, flags, out);
-    return n != 0 || flags == 0 ? n : probe_rest(hash, flags, out);
+    unsigned n_more = 0;
+    uint32_t first = probe_bucket(first_bucket(hash), hash, flags, out + 1, n_more);
+    if (first == 0 && flags != 0) first = probe_rest(hash, flags, out + 1, n_more);
+    out[0] = first;
+    return first == 0 ? 0 : 1 + n_more;
   }
   // The first of them, or 0.
   uint32_t lookup(uint64_t hash) const {
@@ -96,13 +99,17 @@ class ShingleIndex {
   // CHECK keeps the pointer rather than finding the bucket twice);
   // probe_bucket() reads it; when that finds nothing and `flags` is
   // non-zero, the key may still be elsewhere and probe_rest() looks there.
+  // Both return the first record found (0: none) and append any further
+  // ones, at most kMaxCandidates - 1, to `more[n_more++]`: siblings are
+  // rare, so the common case stays one reference in a register.
   const Bucket* first_bucket(uint64_t hash) const { return &buckets_[home(hash)]; }
   void prefetch_first(uint64_t hash) const { __builtin_prefetch(first_bucket(hash)); }
   void prefetch_rest(uint64_t hash, uint32_t flags) const {
     if (flags & kSeqFlagA) __builtin_prefetch(&buckets_[home2(hash)]);
   }
-  static unsigned probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags, uint32_t* out);
-  unsigned probe_rest(uint64_t hash, uint32_t flags, uint32_t* out) const;
+  static uint32_t probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags, uint32_t* more,
+                               unsigned& n_more);
+  uint32_t probe_rest(uint64_t hash, uint32_t flags, uint32_t* more, unsigned& n_more) const;
 
   // --- owner core only ----------------------------------------------------
   // Adds `ref` to the records of the key (the file comment says where it
@@ -137,7 +144,8 @@ class ShingleIndex {
     return bi + 1 == bucket_count_ + stash_count_ ? bucket_count_ : bi + 1;
   }
   static uint16_t tag_of(uint64_t hash) { return static_cast<uint16_t>(hash); }
-  static unsigned lookup_in(const Bucket& b, uint16_t tag, uint32_t& version, uint32_t* out);
+  static uint32_t lookup_in(const Bucket& b, uint16_t tag, uint32_t& version, uint32_t* more,
+                            unsigned& n_more);
   // Owner side, no seqlock needed to read: lanes whose tag matches
   // (tag_lanes() over plain loads), those of them that hold a record, and
   // the first free lane (-1 if none).
@@ -205,27 +213,35 @@ inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes
 
 // The ten tags are read as three words with acquire loads, as the seqlock
 // needs, and compared at once; only a matching lane's reference is read.
-// At most kMaxCandidates references come back: the owner never keeps more
-// for one key, and a 16-bit tag collision with another key of the bucket is
-// cut off there rather than allowed to overflow `out`.
-inline unsigned ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version,
-                                        uint32_t* out) {
+// The first reference found is returned, further ones appended to `more`;
+// at most kMaxCandidates in all: the owner never keeps more for one key, and
+// a 16-bit tag collision with another key of the bucket is cut off there
+// rather than allowed to overflow `more`.
+inline uint32_t ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t& version,
+                                        uint32_t* more, unsigned& n_more) {
   using namespace shingle_index_detail;
   const uint64_t* words = reinterpret_cast<const uint64_t*>(b.tags);
   const uint32_t* tail = reinterpret_cast<const uint32_t*>(b.tags + 8);
+  const unsigned more_at_start = n_more;
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
     if (v & kSeqWriting) {
       cpu_relax();
       continue;
     }
-    unsigned found = 0;
+    uint32_t found = 0;
+    n_more = more_at_start;  // a retried read starts over
     for (unsigned m = tag_lanes(shared_load(words[0]), shared_load(words[1]), shared_load(*tail), tag);
-         m != 0 && found < kMaxCandidates; m &= m - 1) {
+         m != 0; m &= m - 1) {
       const unsigned w = unsigned(__builtin_ctz(m));
       if (!kTagLanesExact && shared_load(b.tags[w]) != tag) continue;
       const uint32_t ref = shared_load(b.refs[w]);
-      if (ref != 0) out[found++] = ref;
+      if (ref == 0) continue;
+      if (found == 0) {
+        found = ref;
+      } else if (n_more - more_at_start < kMaxCandidates - 1) {
+        more[n_more++] = ref;
+      }
     }
     if (seq_read_valid(b.version, v)) {
       version = v;
@@ -234,12 +250,12 @@ inline unsigned ShingleIndex::lookup_in(const Bucket& b, uint16_t tag, uint32_t&
   }
 }
 
-inline unsigned ShingleIndex::probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags,
-                                           uint32_t* out) {
+inline uint32_t ShingleIndex::probe_bucket(const Bucket* first, uint64_t hash, uint32_t& flags,
+                                           uint32_t* more, unsigned& n_more) {
   uint32_t v;
-  const unsigned n = lookup_in(*first, tag_of(hash), v, out);
+  const uint32_t ref = lookup_in(*first, tag_of(hash), v, more, n_more);
   flags = v & (kSeqFlagA | kSeqFlagB);
-  return n;
+  return ref;
 }
 
 template <typename Rank>
