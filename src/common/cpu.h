@@ -1,5 +1,5 @@
 // CPU placement: which CPUs this process may run on, and pinning the
-// calling thread to one of them.
+// calling thread to one of them; and the spin-wait hint.
 #pragma once
 
 #include <string>
@@ -12,5 +12,16 @@ std::vector<int> allowed_cpus();
 
 // Pins the calling thread; false (and `error`) when the kernel refuses.
 bool pin_current_thread(int cpu, std::string& error);
+
+// What a spinning thread does between two looks: the CPU's spin-wait hint
+// where it has one (the core yields to its hyperthread sibling and saves
+// power); nothing elsewhere.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 }  // namespace shingled

@@ -1,6 +1,8 @@
 // The `ratelimit { }` block (see ratelimit_config_loader.h).
 #include "common/ratelimit_config_loader.h"
 
+#include "common/bucket_bounds.h"
+
 #include <cmath>
 #include <map>
 
@@ -13,9 +15,6 @@ namespace {
 
 const char* const kFamilyNames[kRateFamilies] = {"to",        "to_ip",        "to_ip_from",
                                                  "bounce_to", "bounce_to_ip", "user"};
-
-// A burst above this is a typo (and would lose the 1e-9 precision of a level).
-constexpr double kMaxBurst = 1e12;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -254,10 +253,12 @@ class BlockLoader {
   }
 
   bool add_bucket(int line, const std::string& where, RateBucket b, std::vector<RateBucket>& out) {
-    if (!(b.burst > 0) || b.burst > kMaxBurst) {
+    if (!(b.burst > 0) || b.burst > kMaxBucketBurst) {
       return fail(line, where + ": burst must be > 0 and <= 1e12");
     }
-    if (!(b.rate > 0) || !std::isfinite(b.rate)) return fail(line, where + ": rate must be > 0");
+    if (!(b.rate > 0) || !(b.rate <= kMaxBucketLeakPerSecond)) {
+      return fail(line, where + ": rate must be > 0 and <= 1e12 per second");
+    }
     out.push_back(b);
     return true;
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,7 @@
 #include "common/log.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
+#include "daemon/worker_watchdog.h"
 #include "common/cpu.h"
 #include "engine/engine.h"
 #include "io/dpdk_runtime.h"
@@ -191,6 +193,8 @@ std::unique_ptr<T> allocate(const Options& options, const char* what, const char
 // LMDB's map is address space, not memory or disk: start large so that
 // growing it (which needs a pause in writing) is rare.
 constexpr size_t kInitialMapBytes = size_t(16) << 30;
+// How long SIGTERM waits for the workers to stop before giving up on one.
+constexpr unsigned kStopGraceMs = 3000;
 
 double monotonic_seconds() {
   timespec ts;
@@ -355,9 +359,12 @@ int run(int argc, char** argv) {
              base32_encode(keypairs[i].public_key, sizeof keypairs[i].public_key).c_str());
   }
 
+  WorkerWatchdog watchdog(engine);
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    const int ready = poll(fds, 2, int(WorkerWatchdog::kStuckAfterMs / 2));
+    watchdog.check(monotonic_ms_now());
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -380,7 +387,22 @@ int run(int argc, char** argv) {
       break;
     }
   }
-  engine.stop();
+  // A stuck worker never joins: after a grace period the others' changes
+  // are synced without it and the process ends here (the engine cannot be
+  // destroyed under a running thread).
+  const std::vector<unsigned> stuck = engine.stop_within(std::chrono::milliseconds(kStopGraceMs));
+  if (!stuck.empty()) {
+    for (unsigned w : stuck) {
+      LOG_ERROR("worker %u did not stop within %u ms (stuck): syncing what the other workers "
+                "acknowledged and exiting without it", w, kStopGraceMs);
+      persister.abandon_feed(w);
+    }
+    const bool synced = persister.finish();
+    LOG_ERROR("stopped with %zu stuck worker(s)%s", stuck.size(),
+              synced ? "; the others' changes are synced" : "; THE LAST SYNC FAILED (see above)");
+    fflush(nullptr);
+    _exit(1);
+  }
   LOG_INFO("workers stopped; syncing %llu pending changes to %s",
            static_cast<unsigned long long>(persister.stats().pending.load()),
            config.hashfile.c_str());

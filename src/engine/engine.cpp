@@ -1,6 +1,8 @@
 // Engine start-up and shutdown (see engine.h).
 #include "engine/engine.h"
 
+#include <thread>
+
 #include "common/cpu.h"
 #include "common/log.h"
 #include "io/udp_socket.h"
@@ -90,6 +92,28 @@ bool Engine::start(std::string& error) {
            static_cast<unsigned long long>(store_.capacity()),
            double(store_.memory_bytes()) / (1024 * 1024));
   return true;
+}
+
+std::vector<unsigned> Engine::stop_within(std::chrono::milliseconds limit) {
+  std::vector<unsigned> stuck;
+  if (!running_) return stuck;
+  for (auto& w : workers_) w->request_stop();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    bool all = true;
+    for (auto& w : workers_) all = all && w->exited();
+    if (all || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (unsigned i = 0; i < workers_.size(); ++i) {
+    if (workers_[i]->exited()) {
+      workers_[i]->join();
+    } else {
+      stuck.push_back(i);
+    }
+  }
+  if (stuck.empty()) running_ = false;
+  return stuck;
 }
 
 void Engine::stop() {

@@ -4,6 +4,7 @@
 // before it answers anything.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ class Engine {
   // recvmmsg with a log line when io_uring cannot be set up) and starts them.
   bool start(std::string& error);
   void stop();
+  // Asks every worker to stop and waits up to `limit` for them. Returns the
+  // workers still running then (a stuck worker): they are left running, so
+  // the engine must not be destroyed; the caller syncs what the others
+  // acknowledged and ends the process. Empty: all joined, as stop().
+  std::vector<unsigned> stop_within(std::chrono::milliseconds limit);
 
   unsigned worker_count() const { return worker_count_; }
   const Worker& worker(unsigned i) const { return *workers_[i]; }

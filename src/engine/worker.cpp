@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/clock.h"
@@ -110,6 +111,7 @@ void Worker::run(int cpu) {
   unsigned idle_streak = 0;
   const auto busy_poll = std::chrono::microseconds(engine_.config().busy_poll_us);
   auto last_activity = std::chrono::steady_clock::now();
+  stall_if_asked_for_test();
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t now = unix_seconds_now();
     unsigned n = 0;
@@ -157,6 +159,19 @@ void Worker::run(int cpu) {
     report_counter_changes(counter_report_epoch_ + 1, SIZE_MAX, unix_seconds_now());
     feed_->flush();
   }
+  exited_.store(true, std::memory_order_release);
+}
+
+// SHINGLED_TEST_STALL_WORKER=N makes worker N spin without end before its
+// first loop, as a worker caught in an endless computation would: the test
+// of the watchdog and of a SIGTERM that still exits (issue 15) needs one,
+// and no request can make one any more. Never set in production.
+void Worker::stall_if_asked_for_test() {
+  const char* which = getenv("SHINGLED_TEST_STALL_WORKER");
+  if (which == nullptr || std::strtoul(which, nullptr, 10) != index_) return;
+  LOG_WARN("worker %u: SHINGLED_TEST_STALL_WORKER set: stalling for a test", index_);
+  static std::atomic<bool> never{false};
+  while (!never.load(std::memory_order_relaxed)) cpu_relax();
 }
 
 void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {

@@ -39,6 +39,8 @@ class Worker final : private IndexSink, private RouterPort {
   void start(int cpu);  // cpu < 0: not pinned
   void request_stop();
   void join();
+  // True once run() has returned (the thread may still be joining).
+  bool exited() const { return exited_.load(std::memory_order_acquire); }
 
   // Another worker calls this after committing a message to our inbox.
   void wake_if_sleeping();
@@ -48,6 +50,7 @@ class Worker final : private IndexSink, private RouterPort {
   static constexpr size_t kPendingLimit = 4096;  // messages held back per destination
 
   void run(int cpu);
+  void stall_if_asked_for_test();
   void process_burst(const RxPacket* rx, unsigned n, uint32_t now);
   bool drain_inboxes(uint32_t now);
   void execute(const InboxMessage& m, uint32_t now);
@@ -115,6 +118,7 @@ class Worker final : private IndexSink, private RouterPort {
   ChangeFeed* feed_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> exited_{false};
   std::atomic<uint32_t> sleeping_{0};  // 1 while about to wait in receive_burst
   int wake_fd_ = -1;
 

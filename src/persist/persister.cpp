@@ -22,7 +22,11 @@ constexpr int kNice = 10;
 
 Persister::Persister(LmdbEnvironment& env, std::vector<ChangeFeed*> feeds,
                      PersisterOptions options)
-    : env_(env), feeds_(std::move(feeds)), options_(options), acked_(feeds_.size(), 0) {
+    : env_(env),
+      feeds_(std::move(feeds)),
+      abandoned_(new std::atomic<bool>[feeds_.size()]()),
+      options_(options),
+      acked_(feeds_.size(), 0) {
   stats_.last_sync_unix.store(env_.last_sync(), std::memory_order_relaxed);
   stats_.db_bytes.store(env_.file_bytes(), std::memory_order_relaxed);
 }
@@ -121,10 +125,14 @@ void Persister::run() {
   take_back_failed();
 }
 
+void Persister::abandon_feed(size_t i) {
+  if (i < feeds_.size()) abandoned_[i].store(true, std::memory_order_release);
+}
+
 bool Persister::drain_all_final() {
   bool settled = true;
-  for (ChangeFeed* f : feeds_) {
-    if (!f->producer_finished()) settled = false;
+  for (size_t i = 0; i < feeds_.size(); ++i) {
+    if (!feeds_[i]->producer_finished() && !abandoned_[i].load(std::memory_order_acquire)) settled = false;
   }
   if (drain()) settled = false;
   return settled;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -58,9 +59,13 @@ class Persister {
   // Returns the value stats().syncs will reach when a sync covering every
   // change acknowledged before this call has completed.
   uint64_t request_sync();
-  // After every worker has been joined: drains everything, commits it, and
-  // stops both threads. Returns false (logged) when that last commit failed.
+  // After every worker has been joined (or abandoned): drains everything,
+  // commits it, and stops both threads. Returns false (logged) when that
+  // last commit failed.
   bool finish();
+  // Before finish(): the producer of feed `i` is stuck and will never finish
+  // it; finish() takes what it holds and waits no longer for it.
+  void abandon_feed(size_t i);
 
   const PersisterStats& stats() const { return stats_; }
   uint32_t sync_seconds() const { return options_.sync_seconds; }
@@ -79,6 +84,7 @@ class Persister {
 
   LmdbEnvironment& env_;
   std::vector<ChangeFeed*> feeds_;
+  std::unique_ptr<std::atomic<bool>[]> abandoned_;  // per feed, abandon_feed()
   PersisterOptions options_;
   PersisterStats stats_;
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/bucket_bounds.h"
+
 namespace shingled {
 
 namespace {
@@ -25,6 +27,11 @@ double capacity_of(const BucketState& s, const BucketParams& p) {
 }
 
 double pending_of(const BucketState& s) { return double(s.pending) + s.pending_old; }
+
+// Callers pass decoded or configured costs, already within bounds; the
+// arithmetic holds them there anyway (NaN counts as 0), so that no input at
+// all can make a level, a reservation or a wait non-finite.
+double bounded_cost(double cost) { return cost >= 0 ? std::min(cost, kMaxBucketCost) : 0; }
 
 // Reservations live in two generations of at least one lease each: the
 // current one takes new reservations; when it is a lease old it becomes the
@@ -49,6 +56,10 @@ void take_pending(BucketState& s, double amount) {
   s.pending = float(std::max(0.0, s.pending - (amount - from_old)));
 }
 
+// In closed form: the drain time, then at most two steps either way to
+// settle the rounding of need / rate against the test bucket_check makes.
+// Total: every operand is finite (common/bucket_bounds.h), and anything
+// that is not anyway (a corrupt stored state) answers kNeverMs.
 uint32_t wait_for(const BucketState& s, const BucketParams& p, double cost, double capacity) {
   const double held = pending_of(s);
   double target = capacity - held - cost;  // the level at which `cost` fits
@@ -61,15 +72,15 @@ uint32_t wait_for(const BucketState& s, const BucketParams& p, double cost, doub
   }
   const double rate = rate_of(s, p);
   const double need = s.level - target;
+  if (!std::isfinite(need) || !std::isfinite(rate)) return kNeverMs;
   if (need <= kEpsilon) return 1;  // only reservations stand in the way
   if (rate <= 0) return kNeverMs;
   const double ms = std::ceil((need - kEpsilon) / rate);
-  if (ms >= double(kNeverMs - 1)) return kNeverMs - 1;
-  // Settle the rounding of need / rate against the test bucket_check makes.
+  if (!(ms < double(kNeverMs - 4))) return kNeverMs - 1;
   auto fits_after = [&](uint32_t w) { return s.level - double(w) * rate <= target + kEpsilon; };
   uint32_t wait = std::max<uint32_t>(uint32_t(ms), 1);
-  while (!fits_after(wait)) ++wait;
-  while (wait > 1 && fits_after(wait - 1)) --wait;
+  for (int step = 0; step < 2 && !fits_after(wait); ++step) ++wait;
+  for (int step = 0; step < 2 && wait > 1 && fits_after(wait - 1); ++step) --wait;
   return wait;
 }
 
@@ -107,6 +118,7 @@ void bucket_leak(BucketState& s, const BucketParams& p, int64_t now_ms) {
 
 BucketDecision bucket_check(BucketState& s, const BucketParams& p, double cost, int64_t now_ms,
                             bool fresh, bool reserve) {
+  cost = bounded_cost(cost);
   age_pending(s, p, now_ms);
   bucket_leak(s, p, now_ms);
   const double held = s.level + pending_of(s);
@@ -120,6 +132,7 @@ BucketDecision bucket_check(BucketState& s, const BucketParams& p, double cost, 
 
 BucketDecision bucket_charge(BucketState& s, const BucketParams& p, double cost,
                              double from_pending, MessageOutcome outcome, int64_t now_ms) {
+  cost = bounded_cost(cost);
   age_pending(s, p, now_ms);
   if (p.arithmetic == BucketArithmetic::shingled) bucket_leak(s, p, now_ms);
   if (p.dynamic != nullptr && outcome != MessageOutcome::uncertain) {
@@ -129,7 +142,7 @@ BucketDecision bucket_charge(BucketState& s, const BucketParams& p, double cost,
     s.dyn_burst = next_multiplier(s.dyn_burst, ham ? p.dynamic->ham_burst : p.dynamic->spam_burst,
                                   p.dynamic->max_burst_mult);
   }
-  s.level += cost;
+  s.level = std::min(s.level + cost, kMaxBucketLevel);
   take_pending(s, from_pending);
   if (p.arithmetic == BucketArithmetic::rspamd) s.last_ms = now_ms;  // the script's HSET l now
   return describe(s, p, true, 0);

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/cpu.h"  // cpu_relax(), while a write is in progress
+
 namespace shingled {
 
 template <typename T>
@@ -24,16 +26,6 @@ inline T shared_load(const T& field) {
 template <typename T>
 inline void shared_store(T& field, T value) {
   __atomic_store_n(&field, value, __ATOMIC_RELEASE);
-}
-
-// What a reader does while a write is in progress: the CPU's spin-wait hint
-// where it has one, so the waiting core yields to its hyperthread sibling.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 // Low bit: a write is in progress. Bits 1 and 2 are sticky flags left to the

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/bucket_bounds.h"
 #include "common/little_endian.h"
 
 namespace shingled::ratelimit {
@@ -98,8 +99,9 @@ DecodeStatus decode_bucket(const uint8_t* data, size_t len, size_t& at, BucketIt
   b.burst = load_le_f64(p + 8);
   b.leak = load_le_f64(p + 16);
   b.cost = load_le_f64(p + 24);
-  if (!std::isfinite(b.burst) || !std::isfinite(b.leak) || !std::isfinite(b.cost) ||
-      !(b.burst > 0) || b.leak < 0 || b.cost < 0) {
+  // The config's bounds (common/bucket_bounds.h); written so that NaN fails.
+  if (!(b.burst > 0 && b.burst <= kMaxBucketBurst) || !(b.leak >= 0 && b.leak <= kMaxBucketLeakPerSecond) ||
+      !(b.cost >= 0 && b.cost <= kMaxBucketCost)) {
     return DecodeStatus::bad_number;
   }
   at += kBucketFixedSize;

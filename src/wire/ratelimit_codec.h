@@ -67,7 +67,7 @@ enum class DecodeStatus : uint8_t {
   bad_mask,      // a reservation mask on one-shot or check
   bad_op,
   bad_key,       // empty key
-  bad_number,    // burst <= 0, negative leak or cost, NaN or infinite
+  bad_number,    // burst, leak or cost outside common/bucket_bounds.h (NaN, inf, <= 0 burst)
   truncated,
   trailing_bytes,
 };

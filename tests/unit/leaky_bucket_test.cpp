@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -387,6 +388,31 @@ TEST(LeakyBucket, symbol_score_is_two_tanh_of_half_the_fill) {
   for (double level = 0; level < 50; level += 0.5) {
     EXPECT_GT(symbol_score(level, 7), prev);
     prev = symbol_score(level, 7);
+  }
+}
+
+// Issue 15, defect 1: a level pushed to the top by huge costs, then a peek
+// with a huge leak, once computed inf - inf = NaN in the wait and looped for
+// ever. The arithmetic is total now: every result is finite and every call
+// returns, whatever the numbers, in both arithmetics.
+TEST(LeakyBucket, extreme_costs_and_leaks_never_make_a_level_or_wait_non_finite) {
+  const double huge[] = {1e12, 1e15, 1.7e308, std::numeric_limits<double>::max()};
+  for (BucketArithmetic a : {BucketArithmetic::shingled, BucketArithmetic::rspamd}) {
+    for (double cost : huge) {
+      for (double rate : {0.0, 1e-300, 1e9, 1.7e308}) {
+        BucketParams p = params(100, rate, a);
+        BucketState s = new_bucket(0);
+        bucket_charge(s, p, cost, 0, MessageOutcome::uncertain, 1);
+        bucket_charge(s, p, cost, 0, MessageOutcome::uncertain, 2);
+        ASSERT_TRUE(std::isfinite(s.level)) << "cost " << cost << " rate " << rate;
+        EXPECT_LE(s.level, 1e18);
+        const BucketDecision d = bucket_peek(s, p, 1, 3, false);
+        EXPECT_TRUE(std::isfinite(d.level));
+        EXPECT_TRUE(d.allowed || d.wait_ms > 0);
+        const BucketDecision c = bucket_check(s, p, cost, 4, false, true);
+        EXPECT_TRUE(std::isfinite(c.level) && std::isfinite(c.pending));
+      }
+    }
   }
 }
 

@@ -145,6 +145,13 @@ TEST(RatelimitCodec, every_malformation_has_its_reason) {
       {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 8, 0); }},
       {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 16, -1); }},
       {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 24, std::nan("")); }},
+      // Issue 15: every float bounded as the config bounds it, not only finite.
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 8, 1.7e308); }},
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 8, 1.000001e12); }},
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 16, 1.7e308); }},
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 16, std::nan("")); }},
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 24, 1.7e308); }},
+      {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 24, -0.5); }},
       {DecodeStatus::truncated, &bkt, [](auto& b) { b.resize(kHeaderSize + 20); }},
   };
   for (const Case& c : cases) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -274,6 +275,27 @@ TEST_F(RatelimitServiceUdp, malformed_datagrams_are_dropped_and_counted_by_reaso
                        .get();
   }
   EXPECT_EQ(bad_version, 1u);
+}
+
+// Issue 15, defect 1: two items of cost 1.7e308 once stored a level of
+// +inf, and a peek with leak 1.7e308 from anyone then spun the worker for
+// ever (inf - inf in the wait). Such numbers are malformed now, and the
+// largest legal ones leave the bucket finite and the worker answering.
+TEST_F(RatelimitServiceUdp, huge_costs_and_leaks_are_refused_and_the_largest_legal_ones_answer) {
+  RlClient c(port_);
+  ratelimit::Request poison = buckets(1, ratelimit::kOpUpdate, {"p", "p"}, 5, 0);
+  poison.buckets[0].cost = poison.buckets[1].cost = 1.7e308;
+  c.send_raw(c.encode(poison));
+  c.send_raw(c.encode(buckets(2, ratelimit::kOpPeek, {"p"}, 5, 1.7e308)));
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(buckets(3, ratelimit::kOpPeek, {"p"}, 5, 0), r)) << "the worker still answers";
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_malformed), 2u);
+  ratelimit::Request big = buckets(4, ratelimit::kOpUpdate, {"q", "q"}, 5, 0);
+  big.buckets[0].cost = big.buckets[1].cost = 1e12;
+  ASSERT_TRUE(c.exchange(big, r));
+  ASSERT_TRUE(c.exchange(buckets(5, ratelimit::kOpPeek, {"q"}, 1e12, 1e12), r));
+  EXPECT_TRUE(std::isfinite(r.buckets[0].level));
+  ASSERT_TRUE(c.exchange(buckets(6, ratelimit::kOpPeek, {"q"}, 5, 0), r)) << "and answers after";
 }
 
 TEST_F(RatelimitServiceUdp, encrypted_requests_are_answered_sealed_and_encrypted_only_refuses_plain) {
