@@ -2,9 +2,9 @@
 #include "daemon/control_server.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -24,52 +24,96 @@ double now_seconds() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a socket";
+}
 }  // namespace
 
 ControlServer::ControlServer(Engine& engine, Persister* persister, double start_time)
     : engine_(engine), persister_(persister), start_time_(start_time) {}
 
 ControlServer::~ControlServer() {
-  if (fd_ >= 0) {
-    close(fd_);
+  for (Connection& c : connections_) close(c.fd);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (fd_ < 0) return;
+  close(fd_);
+  // Only the socket this process created: the path may since name another.
+  struct stat st;
+  if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == socket_dev_ &&
+      st.st_ino == socket_ino_) {
     unlink(path_.c_str());
   }
+}
+
+bool ControlServer::path_usable(const std::string& path, std::string& error) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || S_ISSOCK(st.st_mode)) return true;
+  error = "control socket " + path + " exists and is " + file_kind(st.st_mode) +
+          ": refusing to replace it (control_socket must name a socket path of its own)";
+  return false;
 }
 
 bool ControlServer::open(const std::string& path, std::string& error) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    error = "control socket path too long: " + path;
+  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+    error = "control socket path " + std::string(path.empty() ? "is empty" : "too long: " + path);
     return false;
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
 
   // A socket file nobody answers on is left over from a crash: replace it.
   // One that answers belongs to a running shingled: refuse to steal it.
-  const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    close(probe);
-    error = "control socket " + path + " is in use by another running shingled";
-    return false;
+  // Anything else at the path (a database file a typo away) is never ours
+  // to delete.
+  if (!path_usable(path, error)) return false;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (probe >= 0) close(probe);
+    if (live) {
+      error = "control socket " + path + " is in use by another running shingled";
+      return false;
+    }
+    unlink(path.c_str());
   }
-  if (probe >= 0) close(probe);
-  unlink(path.c_str());
 
   fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      listen(fd_, 16) != 0) {
+  // Mode 0660 from the moment the file exists: a chmod after bind would
+  // leave a window in which anyone could connect.
+  const mode_t old_mask = umask(0117);
+  const bool bound = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  umask(old_mask);
+  if (!bound || listen(fd_, 16) != 0 || lstat(path.c_str(), &st) != 0) {
     error = "control socket " + path + ": " + strerror(errno);
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     return false;
   }
-  chmod(path.c_str(), 0660);
+  socket_dev_ = st.st_dev;
+  socket_ino_ = st.st_ino;
   path_ = path;
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;  // serve_pending() accepts until EAGAIN
+  ev.data.fd = fd_;
+  if (epoll_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+    error = std::string("control socket: epoll: ") + strerror(errno);
+    return false;
+  }
   return true;
 }
 
-std::string ControlServer::answer(const std::string& request) const {
+bool ControlServer::may_change_state(const Connection& c) const {
+  return c.uid == 0 || c.uid == geteuid() || c.gid == getegid();
+}
+
+std::string ControlServer::answer(const std::string& request, const Connection& c) const {
   const double uptime = now_seconds() - start_time_;
   if (request == "stats" || request == "stats json") {
     return render_stats_json(engine_, persister_, uptime);
@@ -77,6 +121,7 @@ std::string ControlServer::answer(const std::string& request) const {
   if (request == "stats table") return render_stats_table(engine_, persister_, uptime);
   if (request == "ping") return "pong\n";
   if (request == "sync") {
+    if (!may_change_state(c)) return "error: sync is for root and the daemon's own user or group\n";
     // Answers at once with the sync count to wait for; the client polls.
     if (persister_ == nullptr) return "error: this daemon persists nothing\n";
     return "sync " + std::to_string(persister_->request_sync()) + "\n";
@@ -84,30 +129,73 @@ std::string ControlServer::answer(const std::string& request) const {
   return "error: unknown request '" + request + "' (known: stats json, stats table, ping, sync)\n";
 }
 
-void ControlServer::serve_pending() {
+void ControlServer::accept_all(uint64_t now_ms) {
   for (;;) {
-    const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) return;
-    timeval tv{1, 0};
-    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    std::string request;
-    char buf[256];
-    while (request.find('\n') == std::string::npos && request.size() < 1024) {
-      const ssize_t n = read(c, buf, sizeof buf);
-      if (n <= 0) break;
-      request.append(buf, size_t(n));
+    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+    ev.data.fd = fd;
+    if (connections_.size() >= kMaxConnections ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);  // too many at once: the client sees the connection closed
+      continue;
     }
+    connections_.push_back(Connection{fd, now_ms + kDeadlineMs, {}, {}, 0, false, cred.uid, cred.gid});
+  }
+}
+
+bool ControlServer::step(Connection& c) {
+  if (!c.answered) {
+    char buf[256];
+    for (;;) {
+      const ssize_t n = read(c.fd, buf, sizeof buf);
+      if (n > 0) {
+        c.in.append(buf, size_t(n));
+        if (c.in.find('\n') != std::string::npos || c.in.size() >= kMaxRequest) break;
+        continue;
+      }
+      if (n == 0) break;  // the client finished writing
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;  // wait for more
+      return false;
+    }
+    std::string request = c.in.substr(0, kMaxRequest);
     const size_t eol = request.find_first_of("\r\n");
     if (eol != std::string::npos) request.resize(eol);
-    const std::string reply = answer(request);
-    size_t off = 0;
-    while (off < reply.size()) {
-      const ssize_t n = write(c, reply.data() + off, reply.size() - off);
-      if (n <= 0) break;
-      off += size_t(n);
+    c.out = answer(request, c);
+    c.answered = true;
+  }
+  while (c.sent < c.out.size()) {
+    const ssize_t n = write(c.fd, c.out.data() + c.sent, c.out.size() - c.sent);
+    if (n > 0) {
+      c.sent += size_t(n);
+      continue;
     }
-    close(c);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // full: wait for room
+  }
+  return false;  // all sent
+}
+
+void ControlServer::serve_pending(uint64_t now_ms) {
+  epoll_event events[16];
+  while (epoll_wait(epoll_fd_, events, 16, 0) > 0) {
+    // Every registration is edge-triggered, so this ends; readiness is
+    // re-checked below for every connection, the events only empty the
+    // queue that makes fd() readable.
+  }
+  accept_all(now_ms);
+  for (size_t i = 0; i < connections_.size();) {
+    Connection& c = connections_[i];
+    if (now_ms < c.deadline_ms && step(c)) {
+      ++i;
+      continue;
+    }
+    close(c.fd);  // done, failed, or past its deadline
+    connections_[i] = std::move(connections_.back());
+    connections_.pop_back();
   }
 }
 

@@ -277,8 +277,15 @@ int run(int argc, char** argv) {
       allocate<FuzzyStore>(so, "the store", "max_hashes", config.max_hashes);
   if (store == nullptr) return 1;
 
-  // The durable copy, loaded into the shards before any socket opens.
+  // A control_socket that names some other file is a config error, found
+  // before the database is even opened (open() checks again when it binds).
   std::string error;
+  if (!ControlServer::path_usable(config.control_socket, error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return 1;
+  }
+
+  // The durable copy, loaded into the shards before any socket opens.
   LmdbEnvironment env;
   ensure_parent_dir(config.hashfile);
   if (!env.open(config.hashfile, kInitialMapBytes, error)) {
@@ -368,7 +375,7 @@ int run(int argc, char** argv) {
       if (errno == EINTR) continue;
       break;
     }
-    if (fds[1].revents & POLLIN) control.serve_pending();
+    control.serve_pending(monotonic_ms_now());  // also ends clients past their deadline
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) != sizeof si) continue;

@@ -4,6 +4,11 @@
 #  1. a stuck worker: the watchdog logs it within a couple of seconds, and
 #     SIGTERM still exits (non-zero, saying why) with every write the other
 #     worker acknowledged on disk.
+#  2. control_socket naming the database file (a typo away) is refused at
+#     start and deletes nothing; the socket is created 0660, and "sync" is
+#     only for root and the daemon's user or group.
+#  9. a control client sending one byte every 0.8 s delays neither other
+#     clients nor SIGTERM.
 # Usage: hardening_test.sh --build BUILD_DIR
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
@@ -75,5 +80,83 @@ if [ "${stored:-x}" = "$acks" ]; then
 else
   fail "1: acknowledged writes on disk" "stored ${stored:-none}, acknowledged $acks"
 fi
+
+# --- 2. control_socket pointing at the database --------------------------------
+d2="$tmp/ctlpath"
+write_conf "$d2"
+start_daemon "$d2" || fail "2: daemon starts" "see above"
+"$load" write 300 --server "127.0.0.1:$port" -q >/dev/null 2>&1
+mode=$(stat -c %a "$d2/ctl.sock")
+if [ "$mode" = "660" ]; then pass "2: the control socket is created with mode 660"; else fail "2: socket mode" "$mode"; fi
+chmod 666 "$d2/ctl.sock"  # let another user reach it, to test the credential check itself
+chmod 755 "$tmp" "$d2"
+if command -v setpriv >/dev/null; then
+  other_ping=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --socket "$d2/ctl.sock" ping 2>&1)
+  other_sync=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --socket "$d2/ctl.sock" sync --timeout 5 2>&1)
+  if [ "$other_ping" = "pong" ] && grep -q "root and the daemon's own user" <<<"$other_sync"; then
+    pass "2: another user may read (ping) but not make the daemon sync"
+  else
+    fail "2: peer credentials" "ping: $other_ping / sync: $other_sync"
+  fi
+else
+  fail "2: peer credentials" "setpriv (util-linux) is missing"
+fi
+"$ctl" --socket "$d2/ctl.sock" sync >/dev/null
+kill -TERM "$pid" && wait "$pid" 2>/dev/null
+pid=""
+size_before=$(stat -c %s "$d2/db/data.mdb")
+sed -i "s|control_socket = .*|control_socket = \"$d2/db/data.mdb\";|" "$d2/shingled.conf"
+"$shingled" --config "$d2/shingled.conf" >"$d2/bad.log" 2>&1 &
+bad=$!
+for _ in $(seq 100); do kill -0 "$bad" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$bad" 2>/dev/null; then
+  kill -9 "$bad"
+  fail "2: control_socket = the database file is refused" "the daemon runs"
+else
+  wait "$bad"
+  code=$?
+  if [ "$code" -ne 0 ] && grep -q "is a regular file" "$d2/bad.log" && [ -f "$d2/db/data.mdb" ] &&
+     [ "$(stat -c %s "$d2/db/data.mdb")" = "$size_before" ]; then
+    pass "2: control_socket = the database file: refused (exit $code), data.mdb untouched"
+  else
+    fail "2: control_socket = the database file" "exit $code, log: $(tail -2 "$d2/bad.log"), data.mdb: $(ls -l "$d2/db" 2>&1)"
+  fi
+fi
+stored=$("$ctl" info --db "$d2/db" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['hashes'])" 2>/dev/null)
+if [ "${stored:-0}" = 300 ]; then pass "2: the database still holds its 300 hashes"; else fail "2: database after" "${stored:-none}"; fi
+
+# --- 9. a slow control client --------------------------------------------------
+d9="$tmp/slow"
+write_conf "$d9"
+start_daemon "$d9" || fail "9: daemon starts" "see above"
+python3 - "$d9/ctl.sock" >"$d9/slow.out" 2>&1 <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+try:
+    for b in b"stats json":
+        s.send(bytes([b]))
+        time.sleep(0.8)
+    print("slow client: the server kept the connection open for 8 s")
+except OSError as e:
+    print("slow client: closed by the server:", e.__class__.__name__)
+PY
+slow=$!
+sleep 0.5
+t0=$(date +%s%N)
+ping_out=$("$ctl" --socket "$d9/ctl.sock" ping 2>&1)
+ping_ms=$((($(date +%s%N) - t0) / 1000000))
+if [ "$ping_out" = "pong" ] && [ "$ping_ms" -lt 1000 ]; then
+  pass "9: ping answered in $ping_ms ms while a client sends one byte every 0.8 s"
+else
+  fail "9: ping beside a slow client" "$ping_out after $ping_ms ms"
+fi
+t0=$(date +%s%N)
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
+term_ms=$((($(date +%s%N) - t0) / 1000000))
+pid=""
+if [ "$term_ms" -lt 3000 ]; then pass "9: SIGTERM exits in $term_ms ms beside the slow client"; else fail "9: SIGTERM beside a slow client" "$term_ms ms"; fi
+wait "$slow" 2>/dev/null
 
 finish
