@@ -16,6 +16,8 @@
 #include <exception>
 #include <vector>
 
+#include "persist/lmdb_file_check.h"
+
 namespace shingled {
 namespace {
 
@@ -183,6 +185,10 @@ bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
       return false;
     }
     if (access == Access::read_write && !take_writer_lock(error)) return false;
+    if (!check_lmdb_data_file(path, error)) {
+      close();
+      return false;
+    }
 
     int rc = mdb_env_create(&env_);
     if (rc != 0) {

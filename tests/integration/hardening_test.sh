@@ -7,6 +7,9 @@
 #  2. control_socket naming the database file (a typo away) is refused at
 #     start and deletes nothing; the socket is created 0660, and "sync" is
 #     only for root and the daemon's user or group.
+#  3. data.mdb cut to half: shingled, shinglectl info and dump stop with
+#     "database truncated" (exit 1, not SIGBUS); cut to 0 bytes: refused, not
+#     taken for a new database.
 #  9. a control client sending one byte every 0.8 s delays neither other
 #     clients nor SIGTERM.
 # Usage: hardening_test.sh --build BUILD_DIR
@@ -124,6 +127,35 @@ else
 fi
 stored=$("$ctl" info --db "$d2/db" --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['hashes'])" 2>/dev/null)
 if [ "${stored:-0}" = 300 ]; then pass "2: the database still holds its 300 hashes"; else fail "2: database after" "${stored:-none}"; fi
+
+# --- 3. a truncated database ---------------------------------------------------
+d3="$tmp/trunc"
+mkdir -p "$d3"
+cp -r "$d2/db" "$d3/db"
+write_conf "$d3"
+size=$(stat -c %s "$d3/db/data.mdb")
+truncate -s $((size / 2)) "$d3/db/data.mdb"
+for what in daemon info dump; do
+  case $what in
+    daemon) timeout 20 "$shingled" --config "$d3/shingled.conf" >"$d3/out" 2>&1 ;;
+    info) timeout 20 "$ctl" info --db "$d3/db" >"$d3/out" 2>&1 ;;
+    dump) timeout 20 "$ctl" dump --db "$d3/db" >"$d3/out" 2>&1 ;;
+  esac
+  code=$?
+  if [ "$code" -eq 1 ] && grep -q "database truncated: .* $((size / 2)) bytes, expected at least" "$d3/out"; then
+    pass "3: half a data.mdb: $what exits 1 saying how short it is"
+  else
+    fail "3: half a data.mdb: $what" "exit $code: $(tail -2 "$d3/out")"
+  fi
+done
+truncate -s 0 "$d3/db/data.mdb"
+timeout 20 "$shingled" --config "$d3/shingled.conf" >"$d3/out" 2>&1
+code=$?
+if [ "$code" -eq 1 ] && grep -q "is empty (0 bytes)" "$d3/out" && [ ! -s "$d3/db/data.mdb" ]; then
+  pass "3: an empty data.mdb is refused, not taken for a new database"
+else
+  fail "3: an empty data.mdb" "exit $code: $(tail -2 "$d3/out")"
+fi
 
 # --- 9. a slow control client --------------------------------------------------
 d9="$tmp/slow"

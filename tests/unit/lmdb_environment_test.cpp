@@ -154,6 +154,43 @@ TEST_F(LmdbEnvironmentTest, a_data_file_that_is_not_lmdb_is_refused) {
   EXPECT_NE(error.find("not a usable LMDB environment"), std::string::npos) << error;
 }
 
+// Issue 15, defect 3: data.mdb cut to half its size was mapped and the first
+// read past the end died of SIGBUS; cut to 0 bytes it became a new empty
+// database. Both are refused now, for writers and readers alike, naming the
+// sizes; an untouched file still opens.
+TEST_F(LmdbEnvironmentTest, a_truncated_or_empty_data_file_is_refused_with_its_sizes) {
+  {
+    LmdbEnvironment env;
+    std::string error;
+    ASSERT_TRUE(env.open(env_path(), 64 * kMiB, error)) << error;
+    std::vector<std::string> keys, values;
+    for (int i = 0; i < 3000; ++i) {
+      keys.push_back("key" + std::to_string(i));
+      values.push_back(std::string(200, char('a' + i % 26)));
+    }
+    std::vector<Change> changes;
+    for (int i = 0; i < 3000; ++i) changes.push_back(put(RecordType::fuzzy, keys[i], values[i]));
+    ASSERT_TRUE(env.apply(changes.data(), changes.size(), 1, error)) << error;
+  }
+  const std::string data = env_path() + "/data.mdb";
+  const auto full = std::filesystem::file_size(data);
+  ASSERT_GT(full, 100'000u);
+  std::filesystem::resize_file(data, full / 2);
+  for (auto access : {LmdbEnvironment::Access::read_write, LmdbEnvironment::Access::read_only}) {
+    LmdbEnvironment env;
+    std::string error;
+    EXPECT_FALSE(env.open(env_path(), 64 * kMiB, error, access));
+    EXPECT_NE(error.find("database truncated"), std::string::npos) << error;
+    EXPECT_NE(error.find(std::to_string(full / 2) + " bytes"), std::string::npos) << error;
+  }
+  std::filesystem::resize_file(data, 0);
+  LmdbEnvironment env;
+  std::string error;
+  EXPECT_FALSE(env.open(env_path(), 64 * kMiB, error)) << "an empty data.mdb became a new database";
+  EXPECT_NE(error.find("is empty (0 bytes)"), std::string::npos) << error;
+  EXPECT_EQ(std::filesystem::file_size(data), 0u) << "nothing was written to it";
+}
+
 TEST_F(LmdbEnvironmentTest, a_path_that_is_a_plain_file_is_refused) {
   { std::ofstream f(env_path()); f << "hello"; }
   LmdbEnvironment env;

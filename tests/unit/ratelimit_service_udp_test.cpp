@@ -283,14 +283,15 @@ TEST_F(RatelimitServiceUdp, malformed_datagrams_are_dropped_and_counted_by_reaso
 // largest legal ones leave the bucket finite and the worker answering.
 TEST_F(RatelimitServiceUdp, huge_costs_and_leaks_are_refused_and_the_largest_legal_ones_answer) {
   RlClient c(port_);
-  ratelimit::Request poison = buckets(1, ratelimit::kOpUpdate, {"p", "p"}, 5, 0);
+  const std::vector<std::string> twice = {"p", "p"}, twice_q = {"q", "q"};  // the request views them
+  ratelimit::Request poison = buckets(1, ratelimit::kOpUpdate, twice, 5, 0);
   poison.buckets[0].cost = poison.buckets[1].cost = 1.7e308;
   c.send_raw(c.encode(poison));
   c.send_raw(c.encode(buckets(2, ratelimit::kOpPeek, {"p"}, 5, 1.7e308)));
   ratelimit::Reply r;
   ASSERT_TRUE(c.exchange(buckets(3, ratelimit::kOpPeek, {"p"}, 5, 0), r)) << "the worker still answers";
   EXPECT_EQ(stat(&WorkerStats::ratelimit_malformed), 2u);
-  ratelimit::Request big = buckets(4, ratelimit::kOpUpdate, {"q", "q"}, 5, 0);
+  ratelimit::Request big = buckets(4, ratelimit::kOpUpdate, twice_q, 5, 0);
   big.buckets[0].cost = big.buckets[1].cost = 1e12;
   ASSERT_TRUE(c.exchange(big, r));
   ASSERT_TRUE(c.exchange(buckets(5, ratelimit::kOpPeek, {"q"}, 1e12, 1e12), r));
