@@ -332,7 +332,9 @@ int run(int argc, char** argv) {
   if (!config.ratelimit_bind_sockets.empty()) {
     BucketStoreOptions bo;
     bo.max_buckets = config.ratelimit_max_buckets;
-    bo.idle_expire_ms = RatelimitRules(config.ratelimit).table_options(0).idle_expire_ms;
+    const BucketTableOptions rules = RatelimitRules(config.ratelimit).table_options(0);
+    bo.idle_expire_ms = rules.idle_expire_ms;
+    bo.max_idle_ms = rules.max_idle_ms;
     buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_max_buckets",
                                     config.ratelimit_max_buckets);
     if (buckets == nullptr) return 1;

@@ -164,6 +164,7 @@ void RatelimitRouter::build_calls(Pending& pc) {
 void RatelimitRouter::apply_local(Call& c, int64_t now_ms) {
   BucketStore& store = service_.store();
   c.result = store.table(store.shard_of(c.call.id)).apply(c.call, now_ms);
+  if (c.result.evicted) stats_.ratelimit_buckets_evicted.add();
 }
 
 // Runs this core's calls of `which` now and sends the others to their
@@ -220,6 +221,7 @@ void RatelimitRouter::execute_part(const InboxMessage& m) {
   r.count = 0;
   for (uint8_t i = 0; i < part.count; ++i) {
     const BucketResult result = store.table(store.shard_of(part.calls[i].id)).apply(part.calls[i], now);
+    if (result.evicted) stats_.ratelimit_buckets_evicted.add();
     if (!part.answer) continue;
     r.index[r.count] = part.index[i];
     r.results[r.count++] = result;

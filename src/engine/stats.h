@@ -83,7 +83,8 @@ class Counter {
   X(ratelimit_parts_lost, "rate-limit part messages that found the inbox full (fail open)") \
   X(ratelimit_pending_full, "rate-limit requests dropped: too many awaiting other cores")   \
   X(ratelimit_timeouts, "rate-limit requests dropped: another core did not answer in 1 s")  \
-  X(ratelimit_buckets_expired, "buckets removed once drained (sweep)")                      \
+  X(ratelimit_buckets_expired, "buckets removed once drained or past expire (sweep)")       \
+  X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_max_buckets reached") \
   X(loop_iterations, "worker loop iterations")                                              \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \

@@ -17,6 +17,7 @@ struct BucketStoreOptions {
   size_t max_buckets = 1'000'000;  // all shards together (ratelimit_max_buckets)
   unsigned shard_bits = 6;
   int64_t idle_expire_ms = 0;      // RatelimitRules::table_options()
+  int64_t max_idle_ms = 0;         // the same: any bucket, `expire` after its last touch
   bool fixed_secret = false;       // tests: use `secret` instead of a random one
   BucketKeySecret secret;
 };
@@ -42,6 +43,7 @@ class BucketStore {
  private:
   unsigned shard_bits_;
   BucketKeySecret secret_;
+  std::unique_ptr<CapacityBudget> budget_;  // max_buckets, all shards together
   std::vector<std::unique_ptr<BucketTable>> tables_;
 };
 

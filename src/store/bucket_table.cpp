@@ -22,6 +22,7 @@ BucketTableStats& BucketTableStats::operator+=(const BucketTableStats& o) {
   created += o.created;
   expired += o.expired;
   full += o.full;
+  evicted += o.evicted;
   resets += o.resets;
   return *this;
 }
@@ -29,6 +30,8 @@ BucketTableStats& BucketTableStats::operator+=(const BucketTableStats& o) {
 BucketTable::BucketTable(const BucketTableOptions& options)
     : max_buckets_(std::max<size_t>(options.max_buckets, 1)),
       idle_expire_ms_(std::max<int64_t>(options.idle_expire_ms, 0)),
+      max_idle_ms_(std::max<int64_t>(options.max_idle_ms, 0)),
+      budget_(options.budget),
       n_slots_(std::max<size_t>(size_t(double(max_buckets_) / kMaxLoad) + 1, 16)) {
   slots_ = static_cast<Slot*>(allocate_table_memory(n_slots_ * sizeof(Slot)));
   if (slots_ == nullptr) throw std::bad_alloc();
@@ -49,11 +52,29 @@ const BucketState* BucketTable::find_state(const BucketId& id) const {
   return pos == SIZE_MAX ? nullptr : &slots_[pos].state;
 }
 
-size_t BucketTable::insert(const BucketId& id, int64_t now_ms) {
-  if (live() >= max_buckets_) {
-    sweep(kReclaimSlice, now_ms);
-    if (live() >= max_buckets_) return SIZE_MAX;
+bool BucketTable::make_room(int64_t now_ms, bool& evicted) {
+  const auto take = [&] { return live() < max_buckets_ && (budget_ == nullptr || budget_->take()); };
+  if (take()) return true;
+  sweep(kReclaimSlice, now_ms);
+  if (take()) return true;
+  size_t victim = SIZE_MAX;
+  int64_t soonest = INT64_MAX;
+  size_t pos = sweep_cursor_ < n_slots_ ? sweep_cursor_ : 0;
+  for (size_t n = 0; n < kReclaimSlice && n < n_slots_; ++n, pos = next(pos)) {
+    if (slots_[pos].id.lo != 0 && slots_[pos].drop_at_ms <= soonest) {
+      victim = pos;
+      soonest = slots_[pos].drop_at_ms;
+    }
   }
+  if (victim == SIZE_MAX) return false;
+  erase_at(victim);
+  ++stats_.evicted;
+  evicted = true;
+  return take();
+}
+
+size_t BucketTable::insert(const BucketId& id, int64_t now_ms, bool& evicted) {
+  if (!make_room(now_ms, evicted)) return SIZE_MAX;
   size_t pos = home(id);
   while (slots_[pos].id.lo != 0) pos = next(pos);
   slots_[pos].id = id;
@@ -67,6 +88,7 @@ size_t BucketTable::insert(const BucketId& id, int64_t now_ms) {
 // and itself moves back into the hole.
 void BucketTable::erase_at(size_t pos) {
   live_.fetch_sub(1, std::memory_order_relaxed);
+  if (budget_ != nullptr) budget_->give_back();
   size_t hole = pos;
   for (size_t at = next(hole); slots_[at].id.lo != 0; at = next(at)) {
     const size_t want = home(slots_[at].id);
@@ -80,12 +102,15 @@ void BucketTable::erase_at(size_t pos) {
   slots_[hole].id = BucketId{};
 }
 
-void BucketTable::set_drop_time(Slot& slot, const BucketParams& params) const {
+void BucketTable::set_drop_time(Slot& slot, const BucketParams& params, int64_t now_ms) const {
   const int64_t empty_at = bucket_empty_at(slot.state, params);
   const int64_t idle_end = slot.state.last_ms > INT64_MAX - idle_expire_ms_
                                ? INT64_MAX
                                : slot.state.last_ms + idle_expire_ms_;
   slot.drop_at_ms = std::max(empty_at, idle_end);
+  if (max_idle_ms_ > 0 && now_ms < INT64_MAX - max_idle_ms_) {
+    slot.drop_at_ms = std::min(slot.drop_at_ms, now_ms + max_idle_ms_);
+  }
 }
 
 size_t BucketTable::sweep(size_t positions, int64_t now_ms) {
@@ -136,7 +161,7 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
     return r;
   }
   if (pos == SIZE_MAX && stores) {
-    pos = insert(call.id, now_ms);
+    pos = insert(call.id, now_ms, r.evicted);
     if (pos == SIZE_MAX) {
       ++stats_.full;
       r.full = true;
@@ -181,7 +206,7 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
       case BucketOp::reset:
         break;
     }
-    if (call.op != BucketOp::peek) set_drop_time(slot, p);
+    if (call.op != BucketOp::peek) set_drop_time(slot, p, now_ms);
   }
   if (decides) {
     ++stats_.decisions;

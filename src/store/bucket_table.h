@@ -14,10 +14,17 @@
 // since its last touch. A touch of such a bucket starts it afresh (lazy);
 // sweep() removes them a bounded slice at a time.
 //
-// Full: when `max_buckets` live buckets exist, a new bucket is first given
-// room by a sweep slice; if none frees, it is not created, the call is
-// answered as allowed (failing open, as rspamd does when Redis fails) with
-// `full` set, and counted. Existing buckets keep working.
+// Every bucket may also be dropped `max_idle_ms` after its last touch,
+// whatever its level (rspamd's keys expire `expire` after their last update
+// the same way): a bucket that never drains (leak 0) does not stay for ever.
+//
+// Full: when the table (or the total shared with the other shards, see
+// capacity_budget.h) holds its maximum, a new bucket is first given room by
+// a sweep slice; if none frees, the bucket nearest its drop time among the
+// next slots the sweep will visit is evicted (an approximate LRU, as Redis
+// samples; counted as `evicted`); only a shard with nothing to evict leaves
+// the bucket uncreated, answers the call as allowed (failing open, as rspamd
+// does when Redis fails) with `full` set, and counts it.
 #pragma once
 
 #include <atomic>
@@ -25,6 +32,7 @@
 #include <cstdint>
 
 #include "store/bucket_key.h"
+#include "store/capacity_budget.h"
 #include "store/leaky_bucket.h"
 
 namespace shingled {
@@ -36,6 +44,10 @@ struct BucketTableOptions {
   // rspamd's `expire` (2 days) so "new bucket" and the multipliers mean
   // what they mean there.
   int64_t idle_expire_ms = 0;
+  // Dropped this long after the last touch whatever the level; 0: never
+  // (rspamd's `expire`, 2 days by default).
+  int64_t max_idle_ms = 0;
+  CapacityBudget* budget = nullptr;  // the total shared with the other shards
 };
 
 enum class BucketOp : uint8_t {
@@ -61,6 +73,7 @@ struct BucketResult {
   BucketDecision decision;
   bool existed = false;  // the bucket was live before the call
   bool full = false;     // a new bucket was needed and the table is full
+  bool evicted = false;  // another live bucket was evicted to make room for this one
 };
 
 // Owner-only counters; the engine sums them across shards when asked.
@@ -70,7 +83,8 @@ struct BucketTableStats {
   uint64_t updates = 0;    // update, commit, accepted check_and_update
   uint64_t created = 0;
   uint64_t expired = 0;  // dropped once empty (on touch or by the sweep)
-  uint64_t full = 0;     // new buckets refused for lack of room
+  uint64_t full = 0;     // new buckets refused for lack of room (failed open)
+  uint64_t evicted = 0;  // live buckets dropped to make room for a new one
   uint64_t resets = 0;   // reset of a live bucket
   BucketTableStats& operator+=(const BucketTableStats& o);
 };
@@ -117,13 +131,19 @@ class BucketTable {
   size_t next(size_t pos) const { return pos + 1 == n_slots_ ? 0 : pos + 1; }
   // Position of the bucket, or SIZE_MAX.
   size_t find(const BucketId& id) const;
-  // Position of a new slot for `id`, or SIZE_MAX when the table is full.
-  size_t insert(const BucketId& id, int64_t now_ms);
+  // Position of a new slot for `id`, or SIZE_MAX when the table is full;
+  // `evicted` says whether a live bucket had to go for it.
+  size_t insert(const BucketId& id, int64_t now_ms, bool& evicted);
+  // True when a new bucket may be created: room in this table and a unit of
+  // the shared total, made by dropping or evicting one if needed.
+  bool make_room(int64_t now_ms, bool& evicted);
   void erase_at(size_t pos);
-  void set_drop_time(Slot& slot, const BucketParams& params) const;
+  void set_drop_time(Slot& slot, const BucketParams& params, int64_t now_ms) const;
 
   size_t max_buckets_;
   int64_t idle_expire_ms_;
+  int64_t max_idle_ms_;
+  CapacityBudget* budget_;
   size_t n_slots_;
   Slot* slots_;
   size_t sweep_cursor_ = 0;

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -47,10 +48,14 @@ CounterStore::CounterStore(const CounterStoreOptions& options)
     : options_(options), shard_bits_(options.shard_bits) {
   if (shard_bits_ < 1 || shard_bits_ > 12) throw std::invalid_argument("shard_bits out of range");
   if (options_.seed == 0) options_.seed = random_seed();
-  const size_t per_shard =
-      size_t(double(options_.max_counters) / double(shard_count()) * 1.1) + 64;  // skew room
+  budget_ = std::make_unique<CapacityBudget>(options_.max_counters);
+  // Each table has room for its share and about ten standard deviations of
+  // uneven placement more; the budget holds the total to max_counters, so
+  // whatever the seed of a later start, the same counters fit again.
+  const double share = double(options_.max_counters) / double(shard_count());
+  const size_t per_shard = size_t(share + 10 * std::sqrt(share)) + 64;
   for (unsigned s = 0; s < shard_count(); ++s) {
-    shards_.push_back(std::make_unique<Shard>(per_shard, options_.retention));
+    shards_.push_back(std::make_unique<Shard>(per_shard, options_.retention, budget_.get()));
   }
 }
 

@@ -102,7 +102,7 @@ class CounterStore {
 
  private:
   struct Shard {
-    Shard(size_t max, CounterRetention r) : table(max, r) {}
+    Shard(size_t max, CounterRetention r, CapacityBudget* budget) : table(max, r, budget) {}
     CounterTable table;
     size_t sweep_cursor = 0;
   };
@@ -119,6 +119,7 @@ class CounterStore {
   };
 
   CounterStoreOptions options_;
+  std::unique_ptr<CapacityBudget> budget_;  // max_counters, all shards together
   unsigned shard_bits_;
   std::vector<std::unique_ptr<Shard>> shards_;
 };

@@ -18,8 +18,8 @@ size_t index_size_for(size_t max_counters) {
 
 size_t CounterTable::record_bytes() { return sizeof(Record); }
 
-CounterTable::CounterTable(size_t max_counters, CounterRetention retention)
-    : retention_(retention), max_counters_(max_counters) {
+CounterTable::CounterTable(size_t max_counters, CounterRetention retention, CapacityBudget* budget)
+    : retention_(retention), max_counters_(max_counters), budget_(budget) {
   if (retention_.ten_minute_periods == 0 || retention_.daily_periods == 0) {
     throw std::invalid_argument("counter retention must keep at least one period of each kind");
   }
@@ -66,6 +66,7 @@ int64_t CounterTable::find(uint64_t hash, const CounterKey& key) const {
 
 int64_t CounterTable::insert(uint64_t hash, const CounterKey& key, uint64_t home) {
   if (live_ >= max_counters_) return -1;
+  if (budget_ != nullptr && !budget_->take()) return -1;
   size_t pos = home_position(hash);
   while (index_[pos].rec != 0) pos = (pos + 1) & mask_;
   uint32_t rec;
@@ -108,6 +109,7 @@ void CounterTable::erase_at(size_t pos) {
   r.n_inline = 0;
   free_records_.push_back(rec);
   live_.fetch_sub(1, std::memory_order_relaxed);
+  if (budget_ != nullptr) budget_->give_back();
   size_t hole = pos;
   for (size_t next = (hole + 1) & mask_; index_[next].rec != 0; next = (next + 1) & mask_) {
     const size_t want = home_of_tag(index_[next].tag);

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 
+#include "store/capacity_budget.h"
 #include "store/counter_change.h"
 #include "store/counter_key.h"
 #include "store/counter_periods.h"
@@ -37,7 +38,9 @@ class CounterTable {
  public:
   static constexpr unsigned kInlineSlots = 4;
 
-  CounterTable(size_t max_counters, CounterRetention retention);
+  // `budget`, when given, is the total shared with the other shards' tables
+  // (capacity_budget.h); `max_counters` is this table's own room.
+  CounterTable(size_t max_counters, CounterRetention retention, CapacityBudget* budget = nullptr);
 
   // Adds `delta` to the current 10-minute and daily periods of the counter,
   // creating it. False when it does not exist and the table is full.
@@ -182,6 +185,7 @@ class CounterTable {
 
   CounterRetention retention_;
   size_t max_counters_;
+  CapacityBudget* budget_;
   size_t mask_;
   // Huge pages: both are probed at random (table_memory.h).
   std::vector<IndexEntry, TableAllocator<IndexEntry>> index_;

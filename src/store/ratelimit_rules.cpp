@@ -94,6 +94,7 @@ BucketTableOptions RatelimitRules::table_options(size_t max_buckets) const {
   o.max_buckets = max_buckets;
   const bool keep = config_.compat == RatelimitCompat::rspamd || config_.dynamic_rate_limit;
   o.idle_expire_ms = keep ? int64_t(config_.expire_seconds) * 1000 : 0;
+  o.max_idle_ms = int64_t(config_.expire_seconds) * 1000;
   return o;
 }
 

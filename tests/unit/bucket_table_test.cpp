@@ -150,23 +150,68 @@ TEST(BucketTable, idle_expiry_keeps_empty_buckets_for_compat_mode) {
   EXPECT_TRUE(t.apply(c, 1'010'000 + 172'800'000).decision.allowed) << "a new one admits it";
 }
 
-TEST(BucketTable, a_full_table_refuses_new_buckets_open_and_counts_them) {
+// Issue 15, defect 7: a full table used to fail open for every new bucket
+// until restart. It now evicts the bucket nearest its drop time (an
+// approximate LRU over the slots the sweep looks at next) and counts it.
+TEST(BucketTable, a_full_table_evicts_the_bucket_nearest_its_drop_time_and_counts_it) {
   BucketTableOptions o;
   o.max_buckets = 4;
   BucketTable t(o);
-  for (int i = 0; i < 4; ++i) t.apply(call("k" + std::to_string(i), BucketOp::update, 3, 0.001, 3), 0);
-  const BucketResult r = t.apply(call("new", BucketOp::check_and_update), 10);
-  EXPECT_TRUE(r.full);
-  EXPECT_TRUE(r.decision.allowed) << "fails open";
-  EXPECT_EQ(t.stats().full, 1u);
+  // k_i drains (3 at 1 per second) from its update at i x 100 ms.
+  for (int i = 0; i < 4; ++i) t.apply(call("k" + std::to_string(i), BucketOp::update, 3, 0.001, 3), i * 100);
+  const BucketResult r = t.apply(call("new", BucketOp::check_and_update), 500);
+  EXPECT_FALSE(r.full);
+  EXPECT_TRUE(r.evicted);
+  EXPECT_EQ(t.stats().evicted, 1u);
   EXPECT_EQ(t.live(), 4u);
-  EXPECT_FALSE(t.apply(call("k0", BucketOp::check_and_update), 10).decision.allowed)
+  EXPECT_EQ(t.find_state(id_of("k0")), nullptr) << "k0 would have drained first";
+  for (int i = 1; i < 4; ++i) EXPECT_NE(t.find_state(id_of("k" + std::to_string(i))), nullptr) << i;
+  EXPECT_FALSE(t.apply(call("k1", BucketOp::check_and_update), 600).decision.allowed)
       << "existing buckets keep working";
   // Once some have drained, a new bucket takes the room of one of them.
-  const BucketResult later = t.apply(call("new", BucketOp::check_and_update), 3000);
+  const BucketResult later = t.apply(call("newer", BucketOp::check_and_update), 5000);
   EXPECT_FALSE(later.full);
-  EXPECT_EQ(t.live(), 1u);
+  EXPECT_FALSE(later.evicted);
   EXPECT_GT(t.memory_bytes(), 0u);
+}
+
+// Issue 15, defect 7: buckets with leak 0 never expired, so an allowed
+// client could fill the table with them for good. Every bucket goes
+// max_idle_ms (rspamd's `expire`) after its last touch, whatever its level.
+TEST(BucketTable, a_bucket_that_never_drains_goes_expire_after_its_last_touch) {
+  BucketTableOptions o;
+  o.max_buckets = 16;
+  o.max_idle_ms = 10'000;
+  BucketTable t(o);
+  t.apply(call("stuck", BucketOp::update, 5, 0, 3), 0);
+  t.apply(call("stuck", BucketOp::update, 5, 0, 1), 2'000);  // a touch moves the end
+  EXPECT_EQ(t.sweep(1000, 11'999), 0u);
+  EXPECT_NE(t.find_state(id_of("stuck")), nullptr);
+  EXPECT_EQ(t.sweep(1000, 12'000), 1u);
+  EXPECT_EQ(t.find_state(id_of("stuck")), nullptr);
+  EXPECT_EQ(t.live(), 0u);
+}
+
+// Issue 15, defect 4: the configured total held across shards, exactly.
+TEST(BucketTable, tables_sharing_a_budget_hold_its_total_and_fail_open_only_with_nothing_to_evict) {
+  CapacityBudget budget(4);
+  BucketTableOptions o;
+  o.max_buckets = 8;  // each table's own room is larger than the total (and fits one sample)
+  o.budget = &budget;
+  BucketTable a(o), b(o), c(o);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(a.apply(call("a" + std::to_string(i), BucketOp::update, 3, 0, 1), 0).full);
+  EXPECT_FALSE(b.apply(call("b0", BucketOp::update, 3, 0, 1), 0).full);
+  EXPECT_EQ(budget.used(), 4u);
+  const BucketResult more = b.apply(call("b1", BucketOp::update, 3, 0, 1), 1);
+  EXPECT_TRUE(more.evicted) << "b made room from its own buckets";
+  EXPECT_EQ(a.live() + b.live(), 4u);
+  const BucketResult none = c.apply(call("c0", BucketOp::check_and_update, 3, 0, 1), 2);
+  EXPECT_TRUE(none.full) << "c holds nothing to evict";
+  EXPECT_TRUE(none.decision.allowed) << "and fails open";
+  EXPECT_EQ(c.stats().full, 1u);
+  EXPECT_EQ(budget.used(), 4u);
+  a.apply(call("a0", BucketOp::reset), 3);
+  EXPECT_EQ(budget.used(), 3u) << "a reset gives its unit back";
 }
 
 TEST(BucketTable, random_traffic_matches_a_map_of_states) {

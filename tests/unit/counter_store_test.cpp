@@ -319,3 +319,46 @@ TEST_F(StoreFixture, series_lists_every_live_period_in_order) {
 
 }  // namespace
 }  // namespace shingled
+
+namespace shingled {
+namespace {
+
+// Issue 15, defect 4: counters_max = 1000 held 5,184 live counters (each
+// shard had max/64 x 1.1 + 64 of room), and a restart, placing them anew,
+// refused its own database. The total is held exactly now, and the same
+// counters load into a store with another placement seed.
+TEST(CounterStoreCapacity, the_configured_total_is_held_exactly_and_reloads_under_any_seed) {
+  CounterStoreOptions o;
+  o.max_counters = 1000;
+  o.seed = 1;
+  CounterStore store(o);
+  CounterBatchStats stats;
+  const uint64_t now = 1'800'000'000;
+  size_t full = 0;
+  for (uint64_t i = 1; i <= 5000; ++i) {
+    const CounterOp one = op(i * 0x9E3779B97F4A7C15ull, 1, false);
+    CounterResult r;
+    store.apply(store.shard_of(one), &one, 1, now, &r, stats);
+    full += r.full;
+  }
+  EXPECT_EQ(store.live(), 1000u);
+  EXPECT_EQ(full, 4000u);
+  // Reload everything into stores placed by other seeds: all of it fits.
+  for (uint64_t seed : {2ull, 3ull, 99ull}) {
+    CounterStoreOptions again = o;
+    again.seed = seed;
+    CounterStore other(again);
+    size_t restored = 0;
+    for (unsigned shard = 0; shard < store.shard_count(); ++shard) {
+      // Plain counters (no pair): the shingle that placed one is its own.
+      store.table(shard).for_each(now, [&](const CounterKey& key, const CounterSlot* slots, size_t n) {
+        restored += other.restore(key, key.shingle, slots, n, now);
+      });
+    }
+    EXPECT_EQ(restored, 1000u) << "seed " << seed;
+    EXPECT_EQ(other.live(), 1000u);
+  }
+}
+
+}  // namespace
+}  // namespace shingled
