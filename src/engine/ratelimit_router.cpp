@@ -8,7 +8,8 @@ namespace shingled {
 
 static_assert(ratelimit::kDecodeStatusCount <= WorkerStats::kRatelimitDropReasons,
               "one stats slot per drop reason");
-static_assert(ratelimit::kMaxRequest <= kMaxDatagram, "a request must arrive whole");
+static_assert(ratelimit::kMaxRequest + crypto::kRequestHeaderSize <= kMaxDatagram,
+              "a request must arrive whole, sealed too");
 static_assert(ratelimit::kMaxReply + crypto::kReplyHeaderSize <= kMaxReply,
               "a TX slot must hold the largest reply, sealed");
 
@@ -71,39 +72,46 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
     return;
   }
   stats_.ratelimit_requests.add();
-  const PeerKey key = peer_key(p.peer);
-  const uint64_t fingerprint = request_fingerprint(p.data, p.len);
-  const uint8_t* cached = nullptr;
-  size_t cached_len = 0;
-  switch (cache_.begin(key, request_.id, fingerprint, now, cached, cached_len)) {
-    case ReplyCache::Lookup::answered:
-      stats_.ratelimit_replayed.add();
-      port_.reply(p.listener, p.peer, p.peer_len, cached, cached_len);
-      return;
-    case ReplyCache::Lookup::in_flight:
-      stats_.ratelimit_resends_dropped.add();
-      return;
-    case ReplyCache::Lookup::fresh:
-      break;
-  }
+  // Permission first: a refusal is the same every time, so a source that may
+  // not write is answered without touching the reply cache (it could
+  // otherwise push out the entries that keep others' resends from being
+  // applied twice). Requests that change nothing skip the cache too.
   if (!service_.permitted(request_, p.peer) || (fuzzy_.encrypted_only() && !seal.encrypted)) {
     stats_.ratelimit_refused.add();
     uint8_t reply[kReplyBuffer];
     const size_t n = finish_reply(
         seal, reply, ratelimit::encode_refused_reply(request_, reply + body_offset(seal)));
-    cache_.complete(key, request_.id, fingerprint, reply, n);
     port_.reply(p.listener, p.peer, p.peer_len, reply, n);
     return;
   }
+  const PeerKey key = peer_key(p.peer);
+  const uint64_t fingerprint = request_fingerprint(p.data, p.len);
+  const bool cached_request = changes_state(request_);
+  if (cached_request) {
+    const uint8_t* cached = nullptr;
+    size_t cached_len = 0;
+    switch (cache_.begin(key, request_.id, fingerprint, now, cached, cached_len)) {
+      case ReplyCache::Lookup::answered:
+        stats_.ratelimit_replayed.add();
+        port_.reply(p.listener, p.peer, p.peer_len, cached, cached_len);
+        return;
+      case ReplyCache::Lookup::in_flight:
+        stats_.ratelimit_resends_dropped.add();
+        return;
+      case ReplyCache::Lookup::fresh:
+        break;
+    }
+  }
   if (free_.empty()) {
     stats_.ratelimit_pending_full.add();  // the client resends after its timeout
-    cache_.forget(key, request_.id, fingerprint);
+    if (cached_request) cache_.forget(key, request_.id, fingerprint);
     return;
   }
   const uint16_t slot = free_.back();
   free_.pop_back();
   Pending& pc = pending_[slot];
   pc.used = true;
+  pc.cached = cached_request;
   pc.to.set(p);
   pc.peer_key = key;
   pc.fingerprint = fingerprint;
@@ -119,6 +127,18 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   for (size_t i = 0; i < pc.calls.size(); ++i) scratch_calls_.push_back(uint16_t(i));
   route(slot, true, scratch_calls_);
   if (pc.outstanding == 0) finish(slot);
+}
+
+// Whether applying the request twice would differ from applying it once:
+// every message phase reserves, commits or releases; bucket checks and
+// peeks only read (a check may create an empty bucket, which a second
+// check finds as it would anyway).
+bool RatelimitRouter::changes_state(const ratelimit::Request& r) {
+  if (r.kind != ratelimit::kBucket) return true;
+  for (uint8_t i = 0; i < r.n; ++i) {
+    if (r.buckets[i].op != ratelimit::kOpPeek && r.buckets[i].op != ratelimit::kOpCheck) return true;
+  }
+  return false;
 }
 
 void RatelimitRouter::build_calls(Pending& pc) {
@@ -251,7 +271,7 @@ void RatelimitRouter::finish(uint16_t slot) {
   if (pc.kind == ratelimit::kMessage) second_pass(slot);
   uint8_t reply[kReplyBuffer];
   const size_t len = finish_reply(pc.seal, reply, encode(pc, reply + body_offset(pc.seal)));
-  cache_.complete(pc.peer_key, pc.id, pc.fingerprint, reply, len);
+  if (pc.cached) cache_.complete(pc.peer_key, pc.id, pc.fingerprint, reply, len);
   port_.reply(pc.to.listener, pc.to.peer(), pc.to.len, reply, len);
   pc.used = false;
   ++pc.generation;
@@ -331,7 +351,7 @@ void RatelimitRouter::upkeep(int64_t now_ms) {
       Pending& pc = pending_[slot];
       if (!pc.used || now_ms - pc.started_ms < kTimeoutMs) continue;
       stats_.ratelimit_timeouts.add();  // an owner did not answer: the client resends
-      cache_.forget(pc.peer_key, pc.id, pc.fingerprint);
+      if (pc.cached) cache_.forget(pc.peer_key, pc.id, pc.fingerprint);
       pc.used = false;
       ++pc.generation;
       free_.push_back(uint16_t(slot));

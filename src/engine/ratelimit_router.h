@@ -75,6 +75,7 @@ class RatelimitRouter {
   };
   struct Pending {
     bool used = false;
+    bool cached = false;  // in the reply cache (a request that changes state)
     uint32_t generation = 0;
     ReturnAddress to;
     PeerKey peer_key;
@@ -92,6 +93,7 @@ class RatelimitRouter {
     std::vector<Call> calls;  // grows to the largest request seen, then reused
   };
 
+  static bool changes_state(const ratelimit::Request& r);
   void build_calls(Pending& pc);
   void route(uint16_t slot, bool answer, const std::vector<uint16_t>& which);
   void apply_local(Call& c, int64_t now_ms);

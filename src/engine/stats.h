@@ -88,7 +88,7 @@ class Counter {
   X(loop_iterations, "worker loop iterations")                                              \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \
-  X(rx_truncated, "datagrams longer than the receive buffer")                               \
+  X(rx_truncated, "dropped: datagrams longer than the receive buffer (malformed)")           \
   X(tx_errors, "replies the kernel refused or that found no TX slot")                       \
   X(syscalls, "system calls made by the I/O backend")
 

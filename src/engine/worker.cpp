@@ -184,6 +184,9 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, uint32_t now) {
 
   for (unsigned i = 0; i < n; ++i) {
     const RxPacket& p = rx[i];
+    // Longer than any request of any protocol: malformed, whatever its
+    // first kMaxDatagram bytes say (counted as rx_truncated by the backend).
+    if (p.truncated) continue;
     if (ratelimit_ != nullptr && p.listener >= ratelimit_listeners_) {
       ratelimit_->handle_packet(p);
       continue;

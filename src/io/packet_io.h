@@ -15,10 +15,13 @@
 
 namespace shingled {
 
-// Largest datagram the backends hand to the engine. rspamd reads 1024 bytes
-// and truncates longer datagrams (spec 1); we read more and let the decoder
-// apply rspamd's rule, so a truncation is visible and counted.
-inline constexpr uint32_t kMaxDatagram = 2048;
+// Largest datagram the backends hand to the engine: the largest request of
+// any protocol, a 2,048-byte rate-limit request sealed (84 bytes of
+// cryptobox header more), rounded up. rspamd reads 1024 bytes and truncates
+// longer datagrams (spec 1); we read more and let the decoder apply rspamd's
+// rule, so a truncation is visible and counted. A datagram longer than this
+// is malformed for every protocol: the engine drops it (rx_truncated).
+inline constexpr uint32_t kMaxDatagram = 2176;
 // Largest reply any service sends: a counter read of 64 entries, 3,088
 // bytes (the largest fuzzy reply, encrypted 144 bytes, is 184). A TX slot
 // holds this much; only the bytes of the actual reply are touched.

@@ -2,10 +2,12 @@
 #include "wire/reply_cache.h"
 
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 namespace shingled {
 
@@ -34,13 +36,23 @@ uint64_t request_fingerprint(const uint8_t* data, size_t len) { return XXH3_64bi
 ReplyCache::ReplyCache(size_t entries, size_t max_reply, int64_t ttl_ms)
     : sets_((entries + kWays - 1) / kWays), max_reply_(std::min<size_t>(max_reply, UINT16_MAX)),
       ttl_ms_(ttl_ms) {
-  if (sets_ == 0) sets_ = 1;
+  // Whole regions only: round the sets up to a multiple of kRegionSets.
+  sets_ = std::max<size_t>(1, (sets_ + kRegionSets - 1) / kRegionSets) * kRegionSets;
+  regions_ = sets_ / kRegionSets;
+  if (getrandom(&seed_, sizeof seed_, 0) != ssize_t(sizeof seed_)) seed_ = uint64_t(time(nullptr)) * 0x9E3779B97F4A7C15ull;
   slots_.resize(sets_ * kWays);
   replies_.resize(slots_.size() * max_reply_);
 }
 
 size_t ReplyCache::set_of(const PeerKey& peer, uint64_t id) const {
-  return size_t(XXH3_64bits_withSeed(peer.bytes, sizeof peer.bytes, id) % sets_);
+  // The region from the family and address only (bytes 0 and 3..18): the
+  // port is the sender's to vary.
+  uint8_t address[17];
+  address[0] = peer.bytes[0];
+  std::memcpy(address + 1, peer.bytes + 3, 16);
+  const size_t region = size_t(XXH3_64bits_withSeed(address, sizeof address, seed_) % regions_);
+  const size_t within = size_t(XXH3_64bits_withSeed(peer.bytes, sizeof peer.bytes, id ^ seed_) % kRegionSets);
+  return region * kRegionSets + within;
 }
 
 ReplyCache::Slot* ReplyCache::find(const PeerKey& peer, uint64_t id, size_t& index) {

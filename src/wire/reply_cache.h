@@ -9,6 +9,14 @@
 // takes an empty or expired way, else the oldest (counted as an eviction).
 // A request with a known (sender, id) but other bytes is a new request: the
 // cache keeps a fingerprint of the request bytes.
+//
+// Fairness (issue 15): the sets are grouped into regions of kRegionSets,
+// and a sender's address (not its port) picks its region through a keyed
+// hash, its request id the set within. One source, however many ids or
+// ports it uses, can only push out entries of its own region, which it
+// shares with few others it cannot choose. The caller keeps refused and
+// read-only requests out of the cache altogether (they are safe to apply
+// twice), so a source that may not write takes no slot at all.
 #pragma once
 
 #include <sys/socket.h>
@@ -62,6 +70,7 @@ class ReplyCache {
 
  private:
   static constexpr size_t kWays = 4;
+  static constexpr size_t kRegionSets = 16;  // 64 entries a region
   enum class State : uint8_t { empty, in_flight, answered };
   struct Slot {
     PeerKey peer;
@@ -76,6 +85,8 @@ class ReplyCache {
   Slot* find(const PeerKey& peer, uint64_t id, size_t& index);
 
   size_t sets_;
+  size_t regions_;
+  uint64_t seed_;  // keyed region choice: a sender cannot pick another's region
   size_t max_reply_;
   int64_t ttl_ms_;
   std::vector<Slot> slots_;

@@ -304,7 +304,30 @@ TEST(ReplyCache, forget_lets_a_resend_through_and_memory_is_bounded) {
   EXPECT_GT(cache.stats().evicted, 0u);
   EXPECT_EQ(cache.begin(p, 199, 199, 300, reply, len), ReplyCache::Lookup::in_flight)
       << "the newest is still remembered";
-  EXPECT_LE(cache.memory_bytes(), 8 * (64 + 64));
+  EXPECT_LE(cache.memory_bytes(), 64 * (64 + 64)) << "8 entries round up to one region of 64";
+}
+
+// Issue 15, defect 8: one source, however many ids and ports it uses, only
+// pushes out entries of its own region of the cache (chosen by a keyed hash
+// of its address), so the entries of other sources survive its flood.
+TEST(ReplyCache, a_flooding_source_pushes_out_only_entries_of_its_own_region) {
+  ReplyCache cache(16384, 64, 10'000);  // 256 regions
+  const uint8_t* reply = nullptr;
+  size_t len = 0;
+  std::vector<PeerKey> victims;
+  for (int i = 1; i <= 16; ++i) {
+    victims.push_back(peer(("10.0.1." + std::to_string(i)).c_str(), 40000));
+    ASSERT_EQ(cache.begin(victims.back(), 5, 5, 0, reply, len), ReplyCache::Lookup::fresh);
+    cache.complete(victims.back(), 5, 5, reinterpret_cast<const uint8_t*>("ok"), 2);
+  }
+  for (uint64_t i = 0; i < 200'000; ++i) {
+    cache.begin(peer("10.0.2.99", uint16_t(1024 + i % 60000)), 1000 + i, i, 1, reply, len);
+  }
+  int survived = 0;
+  for (const PeerKey& v : victims) survived += cache.begin(v, 5, 5, 2, reply, len) == ReplyCache::Lookup::answered;
+  // A victim shares the flooder's region with probability 1/256.
+  EXPECT_GE(survived, 15) << "the flood pushed out other sources' entries";
+  EXPECT_GT(cache.stats().evicted, 100'000u) << "the flooder evicted its own";
 }
 
 }  // namespace

@@ -36,8 +36,15 @@ using test::free_udp_port;
 
 class RlClient {
  public:
-  explicit RlClient(uint16_t port) {
+  // `from`: the loopback address to send from (127.0.0.1 unless given).
+  explicit RlClient(uint16_t port, const char* from = nullptr) {
     fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &local.sin_addr);
+      bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local);
+    }
     server_.sin_family = AF_INET;
     server_.sin_port = htons(port);
     server_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -297,6 +304,62 @@ TEST_F(RatelimitServiceUdp, huge_costs_and_leaks_are_refused_and_the_largest_leg
   ASSERT_TRUE(c.exchange(buckets(5, ratelimit::kOpPeek, {"q"}, 1e12, 1e12), r));
   EXPECT_TRUE(std::isfinite(r.buckets[0].level));
   ASSERT_TRUE(c.exchange(buckets(6, ratelimit::kOpPeek, {"q"}, 5, 0), r)) << "and answers after";
+}
+
+// Issue 15, defect 10: the receive path cut datagrams at 2048 bytes and the
+// service decoded the cut: a valid 2048-byte request with 500 bytes of
+// anything after it was applied. Too long is malformed now, for every
+// protocol, and counted; the same request alone still works.
+TEST_F(RatelimitServiceUdp, an_oversized_datagram_is_dropped_even_if_its_start_is_a_valid_request) {
+  RlClient c(port_);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 16; ++i) keys.push_back(std::string(94, 'k') + char('a' + i));  // 16 x (32 + 95) + 16 = 2048
+  std::vector<uint8_t> exact = c.encode(buckets(1, ratelimit::kOpUpdate, keys, 5, 0));
+  ASSERT_EQ(exact.size(), 2048u);
+  std::vector<uint8_t> longer = exact;
+  longer.resize(2048 + 500, 0xAB);
+  c.send_raw(longer);
+  EXPECT_TRUE(c.raw_reply(1, 300).empty()) << "the oversized datagram was answered";
+  ratelimit::Reply r;
+  ASSERT_TRUE(c.exchange(buckets(2, ratelimit::kOpPeek, keys, 5, 0), r));
+  EXPECT_DOUBLE_EQ(r.buckets[0].level, 0.0) << "nothing of it was applied";
+  EXPECT_EQ(stat(&WorkerStats::rx_truncated), 1u);
+  c.send_raw(exact);
+  ASSERT_FALSE(c.raw_reply(1).empty()) << "the same request alone is answered";
+}
+
+// Issue 15, defect 8: 40k peeks from an address outside allow_update
+// flushed the reply cache, and a legitimate resend of an update was then
+// applied twice. Refused and read-only requests take no cache slot now, and
+// a source can only push out entries of its own region of the cache.
+TEST_F(RatelimitServiceUdp, another_sources_flood_cannot_make_a_resent_update_apply_twice) {
+  start("127.0.0.2");
+  RlClient legit(port_, "127.0.0.2");
+  const std::vector<uint8_t> update = legit.encode(buckets(777, ratelimit::kOpUpdate, {"once"}, 5, 0));
+  legit.send_raw(update);
+  ASSERT_FALSE(legit.raw_reply(777).empty());
+  // The flood: peeks (answered to anyone) and updates (refused), each with
+  // its own id, from 32 sockets so that both workers see plenty.
+  const uint64_t before = stat(&WorkerStats::ratelimit_requests);
+  std::vector<std::unique_ptr<RlClient>> flood;
+  for (int s = 0; s < 32; ++s) flood.push_back(std::make_unique<RlClient>(port_, "127.0.0.3"));
+  constexpr uint64_t kFlood = 100'000;  // ~12 per set of either worker's 16k-entry cache
+  for (uint64_t i = 0; i < kFlood; ++i) {
+    RlClient& f = *flood[i % flood.size()];
+    f.send_raw(f.encode(buckets(100'000 + i, i % 2 ? ratelimit::kOpPeek : ratelimit::kOpUpdate, {"x"}, 5, 0)));
+    if (i % 2000 == 1999) usleep(2000);  // let the workers keep up: this is about the cache, not loss
+  }
+  for (int wait = 0; wait < 200 && stat(&WorkerStats::ratelimit_requests) < before + kFlood * 9 / 10; ++wait) {
+    usleep(10'000);
+  }
+  ASSERT_GE(stat(&WorkerStats::ratelimit_requests), before + kFlood * 9 / 10) << "the flood did not arrive";
+  const uint64_t replayed = stat(&WorkerStats::ratelimit_replayed);
+  legit.send_raw(update);  // the client's resend after a timeout
+  ASSERT_FALSE(legit.raw_reply(777).empty());
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_replayed), replayed + 1) << "the resend was applied anew";
+  ratelimit::Reply r;
+  ASSERT_TRUE(legit.exchange(buckets(778, ratelimit::kOpPeek, {"once"}, 5, 0), r));
+  EXPECT_DOUBLE_EQ(r.buckets[0].level, 1.0) << "charged twice";
 }
 
 TEST_F(RatelimitServiceUdp, encrypted_requests_are_answered_sealed_and_encrypted_only_refuses_plain) {
