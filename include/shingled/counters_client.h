@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,10 @@
 #include "shingled/client_connection.h"
 
 #include "shingled/counters_wire.h"
+
+namespace shingled::client {
+class CryptoClient;
+}
 
 namespace shingled::counters {
 
@@ -67,12 +72,21 @@ const char* outcome_name(Outcome o);
 
 class Client {
  public:
-  // Move-only (the socket goes with the object).
+  Client();
+  ~Client();
+  Client(Client&&) noexcept;  // move-only: the socket goes with the object
+  Client& operator=(Client&&) noexcept;
 
   // "host:port", "[v6 address]:port" or "host" (port kDefaultPort); the
   // host may be a name. False, with the reason, if it does not resolve or
   // no socket can be opened.
   bool connect(const std::string& address, std::string& error);
+  // Seals every request from now on to the server's public key (base32, as
+  // `shinglectl keypair` prints it) and opens every reply; false, with the
+  // reason, for a key that is not one. Needed by a server with
+  // encrypted_only, and for a series page past the size limit for senders
+  // outside allow_update.
+  bool set_server_key(const std::string& pubkey_base32, std::string& error);
 
   // How long one attempt waits for its answer (default 1000 ms), and how
   // many attempts reads and series make (default 3). Increments are never
@@ -92,7 +106,8 @@ class Client {
   Outcome increment_and_read(std::string_view prefix, const std::vector<ClientEntry>& entries,
                              std::vector<CounterValues>& out, std::string& error);
   // Every live period of one counter (the unique counter for an entry with
-  // a pair), oldest first, 10-minute periods before days.
+  // a pair), oldest first, 10-minute periods before days: as many requests
+  // as the server's pages take (entry.delta is ignored).
   Outcome series(std::string_view prefix, const ClientEntry& entry, std::vector<Period>& out,
                  std::string& error);
 
@@ -106,6 +121,8 @@ class Client {
   unsigned timeout_ms_ = 1000;
   unsigned read_attempts_ = 3;
   uint32_t next_tag_ = 0;
+  uint8_t last_reply_flags_ = 0;  // of the last reply exchange() accepted
+  std::unique_ptr<client::CryptoClient> crypto_;  // null: plain
 };
 
 }  // namespace shingled::counters

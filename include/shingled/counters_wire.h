@@ -15,7 +15,8 @@
 //      2  type (what the shingle was made from: 8 subject, 14 From, ...)
 //      1  flags: bit 0 = a pair shingle follows (unique counter); others 0
 //      1  reserved, 0
-//      4  delta (increments; must be 0 for read and series)
+//      4  delta (increments; must be 0 for read). Series: the number of
+//         periods to skip (0 for the first page; see the reply's flags)
 //      8  shingle (with a pair: the unique shingle, e.g. hash of <sender>)
 //      8  pair shingle, only with flag bit 0 (e.g. hash of <sender, rcpt>)
 //  Nothing may follow the last entry.
@@ -29,13 +30,21 @@
 //  12  1  status: 0 ok; 1 some counters were not created (store full; their
 //         increments were not applied; reads of them answer 0);
 //         2 refused (the sender may not increment: allow_update)
-//  13  3  reserved, 0
+//  13  1  flags: bit 0 (kReplyMore) = series: more periods follow; ask
+//         again with skip = skip + n. Others 0
+//  14  2  reserved, 0
 //  then, for read and increment-and-read, n x 6 u64 (48 bytes): current 10
 //  minutes, last hour, last 24 hours, today (UTC), last 7 days, last 14
 //  days, all from before this request's increments; for an entry with a
 //  pair, those of its unique counter. For series, n x (u32 period id, u64
 //  value): id bit 31 set = a day number since the epoch, else a 10-minute
 //  period number since the epoch. Increment: the header only.
+//
+//  A series reply carries at most kMaxSeries periods, and to a sender that
+//  may not increment (outside allow_update) and did not encrypt, at most as
+//  many as keep the reply within 3x the request's size (no reply amplifies
+//  an unauthenticated datagram more than that); the rest come in later
+//  pages. Clients older than the flag see the first page only.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +65,7 @@ inline constexpr size_t kSumsSize = 48;       // six u64 per read entry
 inline constexpr size_t kSeriesItemSize = 12;
 inline constexpr size_t kMaxSeries = 158;     // 144 ten-minute + 14 daily periods by default
 inline constexpr uint8_t kFlagPair = 0x01;
+inline constexpr uint8_t kReplyMore = 0x01;  // reply byte 13
 
 enum Op : uint8_t {
   kRead = 1,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "client/crypto_client.h"
 #include "client/udp_exchange.h"
 #include "common/little_endian.h"
 #include "wire/counters_codec.h"
@@ -47,6 +48,18 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
+Client::Client() = default;
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+bool Client::set_server_key(const std::string& pubkey_base32, std::string& error) {
+  std::unique_ptr<client::CryptoClient> c = client::make_crypto_client(pubkey_base32, error);
+  if (c == nullptr) return false;
+  crypto_ = std::move(c);
+  return true;
+}
+
 bool Client::connect(const std::string& address, std::string& error) {
   if (!conn_.open(address, kDefaultPort, error)) return false;
   while (getrandom(&next_tag_, sizeof next_tag_, 0) != sizeof next_tag_) {
@@ -74,8 +87,12 @@ Outcome Client::exchange(uint8_t op, std::string_view prefix, const ClientEntry*
     req.entries[i] = Entry{entries[i].type, entries[i].has_pair, entries[i].delta,
                            entries[i].shingle, entries[i].pair};
   }
-  std::vector<uint8_t> datagram(request_size(req));
-  const size_t len = encode_request(req, datagram.data());
+  // Sealed: encrypted once (every resend is the same bytes), each reply
+  // opened in place.
+  const size_t head = crypto_ != nullptr ? crypto::kRequestHeaderSize : 0;
+  std::vector<uint8_t> datagram(head + request_size(req));
+  size_t len = encode_request(req, datagram.data() + head);
+  if (crypto_ != nullptr) len = crypto_->seal(datagram.data(), len);
   const unsigned attempts = op == kIncrement || op == kIncrementRead ? 1 : read_attempts_;
   uint8_t reply[kMaxReply + 64];
   size_t got = 0;
@@ -83,6 +100,12 @@ Outcome Client::exchange(uint8_t op, std::string_view prefix, const ClientEntry*
   const uint8_t* body = nullptr;
   size_t body_len = 0;
   const auto mine = [&](const uint8_t* data, size_t n) {
+    if (crypto_ != nullptr) {
+      uint8_t* d = const_cast<uint8_t*>(data);  // `reply`, ours to open in place
+      if (n < crypto::kReplyHeaderSize || !crypto_->open(d, n)) return false;
+      data += crypto::kReplyHeaderSize;
+      n -= crypto::kReplyHeaderSize;
+    }
     return decode_reply(data, n, h, body, body_len) && h.tag == req.tag;
   };
   switch (client::udp_round_trip(conn_.fd(), datagram.data(), len, attempts, timeout_ms_, mine, reply,
@@ -97,6 +120,7 @@ Outcome Client::exchange(uint8_t op, std::string_view prefix, const ClientEntry*
   }
   payload.assign(body, body + body_len);
   answered = h.n;
+  last_reply_flags_ = h.flags;
   return outcome_of_status(h.status);
 }
 
@@ -152,16 +176,23 @@ Outcome Client::series(std::string_view prefix, const ClientEntry& entry,
                        std::vector<Period>& out, std::string& error) {
   out.clear();
   ClientEntry e = entry;
-  e.delta = 0;
   std::vector<uint8_t> payload;
-  uint16_t answered = 0;
-  const Outcome o = exchange(kSeries, prefix, &e, 1, payload, answered, error);
-  if (o != Outcome::ok && o != Outcome::partial) return o;
-  for (uint16_t i = 0; i < answered; ++i) {
-    const uint8_t* p = payload.data() + size_t(i) * kSeriesItemSize;
-    out.push_back(Period{load_le32(p), load_le64(p + 4)});
+  // Page after page: a reply carries at most kMaxSeries periods (fewer to a
+  // sender outside allow_update) and says when more follow; each request
+  // skips what came before. Bounded by the largest retention a server has.
+  for (unsigned page = 0; page < 1024; ++page) {
+    e.delta = uint32_t(out.size());
+    uint16_t answered = 0;
+    const Outcome o = exchange(kSeries, prefix, &e, 1, payload, answered, error);
+    if (o != Outcome::ok && o != Outcome::partial) return o;
+    for (uint16_t i = 0; i < answered; ++i) {
+      const uint8_t* p = payload.data() + size_t(i) * kSeriesItemSize;
+      out.push_back(Period{load_le32(p), load_le64(p + 4)});
+    }
+    if (!(last_reply_flags_ & kReplyMore) || answered == 0) return o;
   }
-  return o;
+  error = "the series did not end after 1024 pages";
+  return Outcome::failed;
 }
 
 }  // namespace shingled::counters

@@ -6,6 +6,9 @@
 
 #include <cstring>
 
+#include <vector>
+
+#include "wire/base32.h"
 #include "wire/keypair_text.h"
 
 namespace shingled::client {
@@ -33,6 +36,20 @@ bool CryptoClient::open(uint8_t* reply, size_t len) {
   if (len < crypto::kReplyHeaderSize) return false;
   return crypto::open_in_place(nm_, reply, reply + crypto::kNonceSize,
                                reply + crypto::kReplyHeaderSize, len - crypto::kReplyHeaderSize);
+}
+
+std::unique_ptr<CryptoClient> make_crypto_client(const std::string& pubkey_base32, std::string& error) {
+  std::vector<uint8_t> pk;
+  if (!base32_decode(pubkey_base32, pk) || pk.size() != crypto::kKeySize) {
+    error = "'" + pubkey_base32 + "' is not a base32 public key of 32 bytes";
+    return nullptr;
+  }
+  auto c = std::make_unique<CryptoClient>();
+  if (!c->init(pk.data())) {
+    error = "the server key is unusable (a low-order point)";
+    return nullptr;
+  }
+  return c;
 }
 
 }  // namespace shingled::client

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "wire/cryptobox.h"
 #include "wire/nonce_source.h"
@@ -32,5 +34,10 @@ class CryptoClient {
   uint8_t nm_[crypto::kKeySize];
   crypto::NonceSource nonces_;
 };
+
+// A CryptoClient for the server public key as `shinglectl keypair` or
+// `rspamadm keypair -u` print it (base32); null, with the reason, when the
+// text is not such a key or the key is unusable.
+std::unique_ptr<CryptoClient> make_crypto_client(const std::string& pubkey_base32, std::string& error);
 
 }  // namespace shingled::client

@@ -40,16 +40,8 @@ Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
 bool Client::set_server_key(const std::string& pubkey_base32, std::string& error) {
-  std::vector<uint8_t> pk;
-  if (!base32_decode(pubkey_base32, pk) || pk.size() != crypto::kKeySize) {
-    error = "'" + pubkey_base32 + "' is not a base32 public key of 32 bytes";
-    return false;
-  }
-  auto c = std::make_unique<client::CryptoClient>();
-  if (!c->init(pk.data())) {
-    error = "the server key is unusable (a low-order point)";
-    return false;
-  }
+  std::unique_ptr<client::CryptoClient> c = client::make_crypto_client(pubkey_base32, error);
+  if (c == nullptr) return false;
   crypto_ = std::move(c);
   return true;
 }

@@ -1,6 +1,8 @@
 // The shingle counter service's decisions (see counter_service.h).
 #include "engine/counter_service.h"
 
+#include <algorithm>
+
 #include "common/net_address.h"
 
 namespace shingled {
@@ -9,12 +11,28 @@ static_assert(size_t(counters::DecodeStatus::trailing_bytes) < WorkerStats::kCou
               "one stats slot per drop reason");
 
 CounterService::CounterService(CounterStore& store, const Config& config)
-    : store_(store), allow_update_(config.allow_update) {}
+    : store_(store), allow_update_(config.allow_update), encrypted_only_(config.encrypted_only) {}
+
+namespace {
+// The periods a series reply may carry: all of a page to a sender that may
+// write or that encrypted; to anyone else as many as keep the reply within
+// three times the datagram it answers (the amplification rule, README
+// "Security"), so a 30-byte request gets 6 periods a page.
+uint16_t series_page(bool trusted, size_t datagram_len) {
+  if (trusted) return uint16_t(counters::kMaxSeries);
+  const size_t budget = 3 * datagram_len;
+  if (budget <= counters::kReplyHeaderSize) return 0;
+  return uint16_t(std::min((budget - counters::kReplyHeaderSize) / counters::kSeriesItemSize,
+                           counters::kMaxSeries));
+}
+}  // namespace
 
 CounterService::Disposition CounterService::accept(const uint8_t* data, size_t len,
+                                                   size_t datagram_len, bool encrypted,
                                                    const sockaddr* peer, WorkerStats& stats,
                                                    counters::Request& req, CounterOp* ops,
-                                                   uint8_t* reply, size_t& reply_len) const {
+                                                   uint16_t& series_max, uint8_t* reply,
+                                                   size_t& reply_len) const {
   const counters::DecodeStatus status = counters::decode_request(data, len, req);
   if (status != counters::DecodeStatus::ok) {
     stats.counter_malformed.add();
@@ -23,8 +41,15 @@ CounterService::Disposition CounterService::accept(const uint8_t* data, size_t l
     return Disposition::drop;
   }
   stats.counter_requests.add();
+  if (encrypted_only_ && !encrypted) {
+    stats.encrypted_only_refused.add();
+    reply_len = counters::encode_reply_header(req.op, req.n, req.tag, counters::kRefused, reply);
+    return Disposition::reply;
+  }
+  const bool allowed = any_network_contains(allow_update_, peer);
+  series_max = series_page(allowed || encrypted, datagram_len);
   const bool increments = req.op == counters::kIncrement || req.op == counters::kIncrementRead;
-  if (increments && !any_network_contains(allow_update_, peer)) {
+  if (increments && !allowed) {
     stats.counter_refused.add();
     reply_len = counters::encode_reply_header(req.op, req.n, req.tag, counters::kRefused, reply);
     return Disposition::reply;
@@ -60,12 +85,15 @@ size_t CounterService::answer(const counters::Request& req, const CounterResult*
 }
 
 size_t CounterService::answer_series(const counters::Request& req, const CounterOp& op,
-                                     uint64_t now, uint8_t* reply) const {
+                                     uint64_t now, uint16_t max_items, uint8_t* reply) const {
   CounterSlot slots[counters::kMaxSeries];
-  const size_t n = store_.series(store_.shard_of(op), op, now, slots, counters::kMaxSeries);
+  size_t total = 0;
+  const size_t skip = op.delta;  // a series entry's delta is its skip count
+  const size_t n = store_.series(store_.shard_of(op), op, now, slots,
+                                 std::min<size_t>(max_items, counters::kMaxSeries), skip, &total);
   counters::SeriesItem items[counters::kMaxSeries];
   for (size_t i = 0; i < n; ++i) items[i] = counters::SeriesItem{slots[i].id, slots[i].value};
-  return counters::encode_series_reply(req, counters::kOk, items, uint16_t(n), reply);
+  return counters::encode_series_reply(req, counters::kOk, items, uint16_t(n), skip + n < total, reply);
 }
 
 void CounterService::count(const CounterBatchStats& s, WorkerStats& stats) {

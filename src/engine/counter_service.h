@@ -29,23 +29,28 @@ class CounterService {
   enum class Disposition { drop, reply, execute };
 
   // drop: malformed (counted). reply: refused, the reply is written. execute:
-  // `req` is decoded and `ops` (req.n of them) are ready for the owners.
-  Disposition accept(const uint8_t* data, size_t len, const sockaddr* peer, WorkerStats& stats,
-                     counters::Request& req, CounterOp* ops, uint8_t* reply,
-                     size_t& reply_len) const;
+  // `req` is decoded and `ops` (req.n of them) are ready for the owners;
+  // `series_max` is how many periods a series reply may carry. `encrypted`:
+  // the datagram came sealed (opened by the caller; `data` is the plain
+  // request, `datagram_len` the size that arrived).
+  Disposition accept(const uint8_t* data, size_t len, size_t datagram_len, bool encrypted,
+                     const sockaddr* peer, WorkerStats& stats, counters::Request& req,
+                     CounterOp* ops, uint16_t& series_max, uint8_t* reply, size_t& reply_len) const;
 
   // The reply to a read/increment request from its per-entry results.
   size_t answer(const counters::Request& req, const CounterResult* results, bool parts_lost,
                 uint8_t* reply) const;
-  // On the owner of the entry's shard: the whole series reply.
+  // On the owner of the entry's shard: one page of the series, from the
+  // entry's skip count (op.delta), at most `max_items` periods.
   size_t answer_series(const counters::Request& req, const CounterOp& op, uint64_t now,
-                       uint8_t* reply) const;
+                       uint16_t max_items, uint8_t* reply) const;
 
   static void count(const CounterBatchStats& s, WorkerStats& stats);
 
  private:
   CounterStore& store_;
   std::vector<Network> allow_update_;
+  bool encrypted_only_;
 };
 
 }  // namespace shingled

@@ -35,7 +35,7 @@ struct InboxMessage {
 
   Kind kind;
   ReturnAddress from;  // fuzzy_update, counter series: where the owner answers
-  ReplySeal seal;      // fuzzy_update: how to answer (plain, or sealed with this key)
+  ReplySeal seal;      // fuzzy_update, counter series: how to answer (plain, or sealed)
   struct IndexItems {
     uint32_t count;
     IndexInsert items[kIndexBatch];
@@ -51,6 +51,7 @@ struct InboxMessage {
     bool series;
     bool last;            // the request's last part for this owner (see Worker)
     uint8_t op;           // series: for the reply header
+    uint16_t series_max;  // series: periods the reply may carry (CounterService::accept)
     uint32_t tag;
     uint8_t index[kCounterPart];  // entry positions in the request
     CounterOp ops[kCounterPart];

@@ -385,16 +385,43 @@ void Worker::execute(const InboxMessage& m, uint32_t now) {
 
 // --- shingle counters ----------------------------------------------------------
 
-static_assert(counters::kMaxReply <= kMaxReply, "a TX slot must hold the largest counter reply");
+static_assert(counters::kMaxReply + crypto::kReplyHeaderSize <= kMaxReply,
+              "a TX slot must hold the largest counter reply, sealed");
+
+// Counter replies are encoded past room for the cryptobox header and sealed
+// in place when the request came sealed (the envelope every shingled
+// protocol shares, FuzzyService::open / seal_reply).
+template <typename Encode>
+size_t Worker::counter_reply(const ReplySeal& seal, uint8_t* reply, Encode&& encode) {
+  const size_t n = encode(reply + (seal.encrypted ? crypto::kReplyHeaderSize : 0));
+  return seal.encrypted ? service_.seal_reply(seal, ctx_, reply, n) : n;
+}
 
 void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   CounterOp ops[counters::kMaxEntries];
-  uint8_t reply[counters::kMaxReply];
+  uint8_t reply[kCounterReplyBuffer];
+  const uint8_t* data = p.data;
+  size_t data_len = p.len;
+  ReplySeal seal;
+  if (data_len >= sizeof crypto::kMagic && std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
+    size_t plain_len = 0;
+    if (!service_.open(data, data_len, ctx_, seal, counter_plain_, sizeof counter_plain_, plain_len,
+                       crypto::kRequestHeaderSize + counters::kRequestHeaderSize)) {
+      return;  // counted: no key, bad MAC, unusable client key
+    }
+    data = counter_plain_;
+    data_len = plain_len;
+  }
   size_t len = 0;
-  switch (counters_->accept(p.data, p.len, p.peer, stats_, counter_req_, ops, reply, len)) {
+  uint16_t series_max = 0;
+  const CounterService::Disposition d =
+      counters_->accept(data, data_len, p.len, seal.encrypted, p.peer, stats_, counter_req_, ops,
+                        series_max, reply + (seal.encrypted ? crypto::kReplyHeaderSize : 0), len);
+  switch (d) {
     case CounterService::Disposition::drop:
       return;
     case CounterService::Disposition::reply:
+      if (seal.encrypted) len = service_.seal_reply(seal, ctx_, reply, len);
       if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
       return;
     case CounterService::Disposition::execute:
@@ -405,13 +432,17 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   if (req.op == counters::kSeries) {
     const unsigned owner = engine_.owner_of_counter_shard(store.shard_of(ops[0]));
     if (owner == index_) {
-      len = counters_->answer_series(req, ops[0], now, reply);
+      len = counter_reply(seal, reply, [&](uint8_t* out) {
+        return counters_->answer_series(req, ops[0], now, series_max, out);
+      });
       if (!io_->queue_send(p.listener, p.peer, p.peer_len, reply, uint32_t(len))) stats_.dropped.add();
       return;
     }
     InboxMessage m;
     m.kind = InboxMessage::counter_part;
     m.from.set(p);
+    m.seal = seal;
+    m.part.series_max = series_max;
     m.part.series = true;
     m.part.last = true;  // a series travels whole
     m.part.op = req.op;
@@ -435,6 +466,7 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   PendingCounter& pc = counter_pending_[slot];
   pc.used = true;
   pc.to.set(p);
+  pc.seal = seal;
   pc.op = req.op;
   pc.n = req.n;
   pc.tag = req.tag;
@@ -551,8 +583,10 @@ void Worker::finish_counter(uint16_t slot) {
   header.op = pc.op;
   header.n = pc.n;
   header.tag = pc.tag;
-  uint8_t reply[counters::kMaxReply];
-  const size_t len = counters_->answer(header, pc.results, pc.lost, reply);
+  uint8_t reply[kCounterReplyBuffer];
+  const size_t len = counter_reply(pc.seal, reply, [&](uint8_t* out) {
+    return counters_->answer(header, pc.results, pc.lost, out);
+  });
   reply_to(pc.to, reply, len);
   pc.used = false;
   ++pc.generation;
@@ -567,8 +601,10 @@ void Worker::execute_counter_part(const InboxMessage& m, uint64_t now) {
     header.op = part.op;
     header.n = 1;
     header.tag = part.tag;
-    uint8_t reply[counters::kMaxReply];
-    const size_t len = counters_->answer_series(header, part.ops[0], now, reply);
+    uint8_t reply[kCounterReplyBuffer];
+    const size_t len = counter_reply(m.seal, reply, [&](uint8_t* out) {
+      return counters_->answer_series(header, part.ops[0], now, part.series_max, out);
+    });
     reply_to(m.from, reply, len);
     return;
   }

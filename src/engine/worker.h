@@ -81,6 +81,7 @@ class Worker final : private IndexSink, private RouterPort {
     bool used = false;
     uint32_t generation = 0;
     ReturnAddress to;
+    ReplySeal seal;  // plain, or sealed with this key
     uint8_t op = 0;
     uint16_t n = 0;
     uint32_t tag = 0;
@@ -92,7 +93,10 @@ class Worker final : private IndexSink, private RouterPort {
   static constexpr size_t kPendingCounters = 1024;
   static constexpr uint64_t kCounterTimeoutMs = 1000;
 
+  static constexpr size_t kCounterReplyBuffer = counters::kMaxReply + crypto::kReplyHeaderSize;
   void handle_counter_packet(const RxPacket& p, uint64_t now);
+  template <typename Encode>
+  size_t counter_reply(const ReplySeal& seal, uint8_t* reply, Encode&& encode);
   // Sends the part being filled for `owner`; `last` when no more of this
   // request's entries follow for it. After a part found the inbox full,
   // none of the request's later parts go to that owner.
@@ -153,6 +157,7 @@ class Worker final : private IndexSink, private RouterPort {
   std::vector<uint32_t> burst_target_;     // slot << 8 | entry index, per burst_ops_
   std::vector<uint16_t> burst_slots_;      // requests with entries in burst_ops_
   counters::Request counter_req_;          // decoding scratch
+  uint8_t counter_plain_[kMaxDatagram];    // an opened (decrypted) counter request
   std::vector<uint32_t> group_start_, group_order_, group_shard_, group_cursor_;  // apply_grouped
   std::vector<CounterOp> group_ops_;
   std::vector<CounterResult> group_results_, burst_results_;

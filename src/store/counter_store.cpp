@@ -199,9 +199,9 @@ void CounterStore::apply(unsigned shard, const CounterOp* ops, size_t n, uint64_
 }
 
 size_t CounterStore::series(unsigned shard, const CounterOp& op, uint64_t now, CounterSlot* out,
-                            size_t max) const {
+                            size_t max, size_t skip, size_t* total) const {
   const CounterKey key = op.has_pair ? unique_key(op) : own_key(op);
-  return shards_[shard]->table.series(key_hash(key), key, now, out, max);
+  return shards_[shard]->table.series(key_hash(key), key, now, out, max, skip, total);
 }
 
 size_t CounterStore::sweep(unsigned shard, size_t positions, uint64_t now) {

@@ -76,7 +76,7 @@ class CounterStore {
              CounterBatchStats& stats);
   // The periods of one counter (the entry's own, or its unique counter).
   size_t series(unsigned shard, const CounterOp& op, uint64_t now, CounterSlot* out,
-                size_t max) const;
+                size_t max, size_t skip = 0, size_t* total = nullptr) const;
   size_t sweep(unsigned shard, size_t positions, uint64_t now);
   CounterTable& table(unsigned shard) { return shards_[shard]->table; }
   const CounterTable& table(unsigned shard) const { return shards_[shard]->table; }

@@ -360,7 +360,8 @@ size_t CounterTable::live_slots(const Record& r, uint64_t now, CounterSlot* out)
 }
 
 size_t CounterTable::series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
-                            size_t max) const {
+                            size_t max, size_t skip, size_t* total) const {
+  if (total != nullptr) *total = 0;
   const int64_t pos = find(hash, key);
   if (pos < 0) return 0;
   const Record& r = records_[index_[size_t(pos)].rec - 1];
@@ -368,8 +369,10 @@ size_t CounterTable::series(uint64_t hash, const CounterKey& key, uint64_t now, 
   all.resize(live_slots(r, now, all.data()));
   std::sort(all.begin(), all.end(),
             [](const CounterSlot& a, const CounterSlot& b) { return a.id < b.id; });
-  const size_t n = std::min(max, all.size());
-  std::copy(all.begin(), all.begin() + long(n), out);
+  if (total != nullptr) *total = all.size();
+  if (skip >= all.size()) return 0;
+  const size_t n = std::min(max, all.size() - skip);
+  std::copy(all.begin() + long(skip), all.begin() + long(skip + n), out);
   return n;
 }
 

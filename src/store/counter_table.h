@@ -61,10 +61,11 @@ class CounterTable {
                uint64_t& day) const;
   // The read windows; all 0 for an unknown counter. Returns whether it exists.
   bool sums(uint64_t hash, const CounterKey& key, uint64_t now, CounterSums& out) const;
-  // Every live period of the counter in id order (10-minute ones first),
-  // at most `max`; returns how many were written.
+  // The live periods of the counter in id order (10-minute ones first),
+  // from the `skip`-th, at most `max`; returns how many were written, and
+  // in `total` (when given) how many live periods there are in all.
   size_t series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
-                size_t max) const;
+                size_t max, size_t skip = 0, size_t* total = nullptr) const;
   // Two stages for a batch: the index line first (prefetch), then, once it
   // is in cache, the record it names (locate, below), so a batch's misses
   // overlap.

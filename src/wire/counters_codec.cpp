@@ -53,7 +53,7 @@ DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out) {
     if ((flags & ~kFlagPair) != 0 || data[at + 3] != 0) return DecodeStatus::bad_flags;
     e.has_pair = (flags & kFlagPair) != 0;
     e.delta = load_le32(data + at + 4);
-    if (e.delta != 0 && !increments(out.op)) return DecodeStatus::delta_on_read;
+    if (e.delta != 0 && !increments(out.op) && out.op != kSeries) return DecodeStatus::delta_on_read;
     e.shingle = load_le64(data + at + 8);
     at += kEntrySize;
     e.pair = 0;
@@ -130,9 +130,10 @@ size_t encode_read_reply(const Request& req, uint8_t status, const Sums* sums, u
 }
 
 size_t encode_series_reply(const Request& req, uint8_t status, const SeriesItem* items,
-                           uint16_t n, uint8_t* out) {
+                           uint16_t n, bool more, uint8_t* out) {
   if (n > kMaxSeries) n = kMaxSeries;
   size_t at = encode_reply_header(req.op, n, req.tag, status, out);
+  if (more) out[13] = kReplyMore;
   for (uint16_t i = 0; i < n; ++i) {
     store_le32(out + at, items[i].id);
     store_le64(out + at + 4, items[i].value);
@@ -150,6 +151,7 @@ bool decode_reply(const uint8_t* data, size_t len, ReplyHeader& header, const ui
   header.n = uint16_t(data[6] | data[7] << 8);
   header.tag = load_le32(data + 8);
   header.status = data[12];
+  header.flags = data[13];
   payload = data + kReplyHeaderSize;
   payload_len = len - kReplyHeaderSize;
   size_t want = 0;

@@ -63,8 +63,10 @@ size_t encode_request(const Request& req, uint8_t* out);
 // Replies. `out` must hold kMaxReply bytes. Returns the size.
 size_t encode_reply_header(uint8_t op, uint16_t n, uint32_t tag, uint8_t status, uint8_t* out);
 size_t encode_read_reply(const Request& req, uint8_t status, const Sums* sums, uint8_t* out);
+// A page of a series: `n` items (at most kMaxSeries), `more` when further
+// periods follow it.
 size_t encode_series_reply(const Request& req, uint8_t status, const SeriesItem* items,
-                           uint16_t n, uint8_t* out);
+                           uint16_t n, bool more, uint8_t* out);
 
 // Reply decoding for clients: header fields, and the payload as a view.
 struct ReplyHeader {
@@ -72,6 +74,7 @@ struct ReplyHeader {
   uint16_t n;
   uint32_t tag;
   uint8_t status;
+  uint8_t flags;  // kReplyMore
 };
 bool decode_reply(const uint8_t* data, size_t len, ReplyHeader& header, const uint8_t*& payload,
                   size_t& payload_len);

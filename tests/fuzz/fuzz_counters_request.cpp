@@ -68,10 +68,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint8_t reply[counters::kMaxReply];
   if (req.op == counters::kSeries) {
     CounterSlot slots[counters::kMaxSeries];
-    const size_t n = store().series(store().shard_of(ops[0]), ops[0], now, slots, counters::kMaxSeries);
+    size_t total = 0;
+    const size_t n = store().series(store().shard_of(ops[0]), ops[0], now, slots, counters::kMaxSeries,
+                                    ops[0].delta, &total);
     counters::SeriesItem items[counters::kMaxSeries];
     for (size_t i = 0; i < n; ++i) items[i] = counters::SeriesItem{slots[i].id, slots[i].value};
-    counters::encode_series_reply(req, counters::kOk, items, uint16_t(n), reply);
+    counters::encode_series_reply(req, counters::kOk, items, uint16_t(n), ops[0].delta + n < total, reply);
   } else {
     counters::encode_read_reply(req, counters::kOk, sums.data(), reply);
   }

@@ -18,7 +18,11 @@
 
 #include "common/net_address.h"
 #include "engine/engine.h"
+#include "shingled/counters_client.h"
+#include "store/counter_periods.h"
+#include "wire/base32.h"
 #include "wire/counters_codec.h"
+#include "wire/keypair_text.h"
 #include "engine_udp_fixture.h"
 #include "udp_test_support.h"
 #include "common/little_endian.h"
@@ -91,18 +95,35 @@ counters::Request request(uint8_t op, uint32_t tag, unsigned n, uint64_t first_s
 class CounterServiceUdp : public test::EngineUdpFixture {
  protected:
   void SetUp() override { start("127.0.0.1"); }
-  void start(const std::string& allow) {
+  void start(const std::string& allow, bool encrypted_only = false,
+             uint32_t ten_minute_periods = 144) {
     Config config = restart_config(allow);
     std::string err;
     ASSERT_TRUE(parse_listen_address(service_address(), config.counters_bind_sockets, err));
+    config.encrypted_only = encrypted_only;
     CounterStoreOptions co;
     co.max_counters = 100'000;
+    co.retention.ten_minute_periods = ten_minute_periods;
     counters_ = std::make_unique<CounterStore>(co);
-    engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{}, counters_.get());
+    keypair_ = generate_keypair();
+    engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{keypair_}, counters_.get());
     ASSERT_TRUE(engine_->start(err)) << err;
   }
+  // Gives the plain counter (mass_in, `type`, `shingle`) a value of 1 in
+  // every live period of the retention, through the loader's door.
+  void fill_every_period(uint16_t type, uint64_t shingle, uint32_t ten_minute_periods) {
+    const uint64_t now = uint64_t(time(nullptr));
+    std::vector<CounterSlot> slots;
+    const uint32_t ten = ten_minute_period(now), day = daily_period(now);
+    for (uint32_t k = 0; k < ten_minute_periods; ++k) slots.push_back({ten_minute_id(ten - k), 1});
+    for (uint32_t k = 0; k < 14; ++k) slots.push_back({daily_id(day - k), 1});
+    const CounterKey key{counter_prefix_hash("mass_in"), shingle, type, CounterRole::plain};
+    ASSERT_TRUE(counters_->restore(key, shingle, slots.data(), slots.size(), now));
+  }
+  std::string pubkey() const { return base32_encode(keypair_.public_key, crypto::kKeySize); }
 
   std::unique_ptr<CounterStore> counters_;
+  Keypair keypair_;
 };
 
 TEST_F(CounterServiceUdp, entries_on_both_owners_come_back_in_one_reply) {
@@ -234,6 +255,98 @@ TEST_F(CounterServiceUdp, malformed_datagrams_get_no_reply_and_are_counted) {
   }
   EXPECT_EQ(bad_op, 1u) << "counted under its reason";
   EXPECT_FALSE(c.exchange(request(counters::kRead, 6, 1, 1, 0)).empty()) << "still serving";
+}
+
+// Issue 15, defect 11: with 300 ten-minute periods a series answered 158
+// periods and silently dropped the rest (every daily one). Pages now: a
+// reply says when more follow, and the next request skips what came.
+TEST_F(CounterServiceUdp, a_long_series_comes_in_pages_and_the_client_gets_all_of_it) {
+  start("127.0.0.1", false, 300);
+  fill_every_period(3, 4242, 300);
+  CounterClient c(port_);
+  counters::Request s = request(counters::kSeries, 1, 1, 4242, 0);
+  s.entries[0].type = 3;
+  const auto first = c.exchange(s);
+  ASSERT_EQ(first.size(), 16u + counters::kMaxSeries * 12);
+  EXPECT_EQ(first[13], counters::kReplyMore) << "more periods follow";
+  s.tag = 2;
+  s.entries[0].delta = counters::kMaxSeries;  // skip the first page
+  const auto second = c.exchange(s);
+  ASSERT_EQ(second.size(), 16u + (314 - counters::kMaxSeries) * 12);
+  EXPECT_EQ(second[13], 0) << "the last page";
+  EXPECT_TRUE(load_le32(second.data() + second.size() - 12) & 0x80000000u) << "ends with the days";
+  counters::Client client;
+  std::string error;
+  ASSERT_TRUE(client.connect(service_address(), error)) << error;
+  std::vector<counters::Period> periods;
+  ASSERT_EQ(client.series("mass_in", counters::ClientEntry{3, 4242, 0, false, 0}, periods, error),
+            counters::Outcome::ok) << error;
+  EXPECT_EQ(periods.size(), 314u) << "300 ten-minute periods and 14 days";
+}
+
+// Issue 15, defect 5: a 30-byte series request answered 1,912 bytes to any
+// source. To a sender outside allow_update that did not encrypt, no reply
+// is larger than 3x its request, for any op; the client still gets the
+// whole series, in smaller pages; a sealed client gets full pages.
+TEST_F(CounterServiceUdp, replies_to_unauthenticated_senders_stay_within_three_times_their_request) {
+  start("10.9.9.9");
+  fill_every_period(5, 777, 144);
+  CounterClient c(port_);
+  counters::Request s = request(counters::kSeries, 1, 1, 777, 0);
+  s.entries[0].type = 5;
+  s.prefix = "m";  // the smallest request: 30 bytes
+  uint8_t buf[2048];
+  const size_t series_len = counters::encode_request(s, buf);
+  ASSERT_EQ(series_len, 30u);
+  const std::vector<uint8_t> raw(buf, buf + series_len);
+  const std::vector<counters::Request> ops = {
+      request(counters::kRead, 2, 64, 1, 0), request(counters::kRead, 3, 1, 1, 0),
+      request(counters::kIncrement, 4, 1, 1, 5), request(counters::kIncrementRead, 5, 64, 1, 5)};
+  c.send_raw(raw);
+  const auto page = c.reply(1);
+  ASSERT_FALSE(page.empty());
+  EXPECT_LE(page.size(), 3 * series_len) << "series";
+  for (const counters::Request& r : ops) {
+    const size_t len = counters::request_size(r);
+    const auto reply = c.exchange(r);
+    ASSERT_FALSE(reply.empty()) << "op " << int(r.op);
+    EXPECT_LE(reply.size(), 3 * len) << "op " << int(r.op) << ", n " << r.n;
+  }
+  counters::Client client;
+  std::string error;
+  ASSERT_TRUE(client.connect(service_address(), error)) << error;
+  std::vector<counters::Period> periods;
+  ASSERT_EQ(client.series("mass_in", counters::ClientEntry{5, 777, 0, false, 0}, periods, error),
+            counters::Outcome::ok) << error;
+  EXPECT_EQ(periods.size(), 144u + 14u) << "every period, in pages of a few";
+  const uint64_t requests_before = stat(&WorkerStats::counter_requests);
+  ASSERT_TRUE(client.set_server_key(pubkey(), error)) << error;
+  ASSERT_EQ(client.series("mass_in", counters::ClientEntry{5, 777, 0, false, 0}, periods, error),
+            counters::Outcome::ok) << error;
+  EXPECT_EQ(periods.size(), 158u);
+  EXPECT_EQ(stat(&WorkerStats::counter_requests), requests_before + 1) << "sealed: one full page";
+}
+
+// Issue 15, defect 12: encrypted_only did not cover the counter service
+// (plain increments were applied). Counters take sealed requests like the
+// other protocols, and encrypted_only refuses plain ones.
+TEST_F(CounterServiceUdp, sealed_requests_work_and_encrypted_only_refuses_plain_ones) {
+  start("127.0.0.1", true);
+  counters::Client client;
+  std::string error;
+  ASSERT_TRUE(client.connect(service_address(), error)) << error;
+  const std::vector<counters::ClientEntry> entries = {{8, 99, 2, false, 0}};
+  EXPECT_EQ(client.increment("mass_in", entries, error), counters::Outcome::refused)
+      << "plain, and the server is encrypted_only";
+  EXPECT_EQ(counters_->live(), 0u) << "nothing of it was applied";
+  EXPECT_EQ(stat(&WorkerStats::encrypted_only_refused), 1u);
+  ASSERT_TRUE(client.set_server_key(pubkey(), error)) << error;
+  ASSERT_EQ(client.increment("mass_in", entries, error), counters::Outcome::ok) << error;
+  std::vector<counters::CounterValues> values;
+  ASSERT_EQ(client.read("mass_in", {{8, 99, 0, false, 0}}, values, error), counters::Outcome::ok) << error;
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].last_day, 2u) << "the sealed increment counted";
+  EXPECT_GE(stat(&WorkerStats::encrypted_requests), 2u);
 }
 
 }  // namespace

@@ -154,10 +154,13 @@ TEST(CountersCodec, replies_carry_exactly_their_payload) {
   Request series = sample(kSeries);
   series.n = 1;
   SeriesItem items[2] = {{5, 9}, {0x80000001u, 10}};
-  const size_t s = encode_series_reply(series, kOk, items, 2, out);
+  const size_t s = encode_series_reply(series, kOk, items, 2, true, out);
   ASSERT_EQ(s, kReplyHeaderSize + 2 * kSeriesItemSize);
   ASSERT_TRUE(decode_reply(out, s, h, payload, len));
   EXPECT_EQ(h.n, 2);
+  EXPECT_EQ(h.flags, kReplyMore) << "more periods follow this page";
+  ASSERT_TRUE(decode_reply(out, encode_series_reply(series, kOk, items, 2, false, out), h, payload, len));
+  EXPECT_EQ(h.flags, 0);
   EXPECT_EQ(payload[12 + 3], 0x80);
 }
 

@@ -176,3 +176,50 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineOverUdp,
 
 }  // namespace
 }  // namespace shingled
+
+namespace shingled {
+namespace {
+
+// Issue 15, the amplification rule: no reply to a sender outside
+// allow_update that did not encrypt is larger than 3x its request, for any
+// fuzzy command and version (the largest: a v5 CHECK without shingles,
+// 76 bytes, answered with 144).
+TEST(EngineAmplification, fuzzy_replies_to_an_unallowed_plain_sender_stay_within_three_times) {
+  const uint16_t port = free_udp_port();
+  Config config;
+  std::string err;
+  ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
+  Network other;
+  parse_network("10.9.9.9", other, err);
+  config.allow_update = {other};
+  config.workers = 2;
+  config.pin_workers = false;
+  StoreOptions so;
+  so.max_hashes = 1000;
+  FuzzyStore store(so);
+  Engine engine(config, store);
+  ASSERT_TRUE(engine.start(err)) << err;
+  Client client(port);
+  size_t checked = 0;
+  for (uint8_t version : {uint8_t(4), uint8_t(5), uint8_t(0x14)}) {
+    for (uint8_t cmd : {fuzzy::kCheck, fuzzy::kWrite, fuzzy::kDel, fuzzy::kStat, fuzzy::kPing}) {
+      for (bool shingles : {false, true}) {
+        fuzzy::Request r = make_request(1000 + cmd, cmd, 1, 1, shingles);
+        r.version = version;
+        r.tag = uint32_t(version) << 16 | uint32_t(cmd) << 8 | shingles;
+        uint8_t buf[512];
+        const size_t len = fuzzy::encode_request(r, nullptr, 0, buf);
+        const auto replies = client.exchange({r});
+        ASSERT_EQ(replies.size(), 1u) << "version " << int(version) << " cmd " << int(cmd);
+        EXPECT_LE(replies.begin()->second.size(), 3 * len)
+            << "version " << int(version) << " cmd " << int(cmd) << " shingles " << shingles;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 30u);
+  engine.stop();
+}
+
+}  // namespace
+}  // namespace shingled

@@ -362,6 +362,27 @@ TEST_F(RatelimitServiceUdp, another_sources_flood_cannot_make_a_resent_update_ap
   EXPECT_DOUBLE_EQ(r.buckets[0].level, 1.0) << "charged twice";
 }
 
+// Issue 15, the amplification rule for rate limits: every reply to a sender
+// outside allow_update is within 3x its request (the smallest requests: one
+// bucket with a one-byte key, one message with one recipient).
+TEST_F(RatelimitServiceUdp, replies_to_an_unallowed_sender_stay_within_three_times_their_request) {
+  start("10.9.9.9");
+  RlClient c(port_);
+  std::vector<ratelimit::Request> requests;
+  for (uint8_t op : {ratelimit::kOpCheck, ratelimit::kOpUpdate, ratelimit::kOpCheckAndUpdate,
+                     ratelimit::kOpPeek, ratelimit::kOpReset}) {
+    requests.push_back(buckets(10 + op, op, {"k"}, 5, 1));
+  }
+  requests.push_back(message(20, ratelimit::kOneShot, "", {"r"}));
+  for (const ratelimit::Request& r : requests) {
+    const std::vector<uint8_t> sent = c.encode(r);
+    c.send_raw(sent);
+    const std::vector<uint8_t> got = c.raw_reply(r.id);
+    ASSERT_FALSE(got.empty()) << "request " << r.id;
+    EXPECT_LE(got.size(), 3 * sent.size()) << "request " << r.id;
+  }
+}
+
 TEST_F(RatelimitServiceUdp, encrypted_requests_are_answered_sealed_and_encrypted_only_refuses_plain) {
   start("127.0.0.1", true);
   ratelimit::Client client;
