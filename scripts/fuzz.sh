@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Long fuzzing runs, outside CI: builds every libFuzzer target (clang,
+# ASan + UBSan, as scripts/test.sh does for its short runs) and runs each in
+# turn for SECONDS (default 600) on one CPU, starting from the saved corpus
+# in tests/fuzz/corpus/<target> and adding what it finds there, so the next
+# run (and CI's short one) starts from it. A crash input is copied to
+# tests/fuzz/crashes/<target>-<hash> and fails the run; keep it once fixed:
+# scripts/test.sh replays every file there through its target.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 3600
+#     env: CPU=1 (the CPU to pin to), BUILD=build-fuzz, JOBS=2
+#
+# Prints, per target, the executions, executions per second, coverage
+# (libFuzzer's `cov` and `ft`), corpus size and crashes, then a summary line;
+# exit status 1 if any target crashed or did not run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-600}
+shift || true
+CPU=${CPU:-1}
+BUILD=${BUILD:-build-fuzz}
+JOBS=${JOBS:-2}
+
+if [ ! -f "$BUILD/build.ninja" ]; then
+  CC=clang CXX=clang++ meson setup "$BUILD" -Dbuildtype=debugoptimized -Dfuzzing=true \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dbenchmarks=false \
+    -Ddpdk=disabled >/dev/null || { echo "fuzz.sh: meson setup failed" >&2; exit 1; }
+fi
+ninja -C "$BUILD" -j "$JOBS" >/dev/null || { echo "fuzz.sh: build failed" >&2; exit 1; }
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for t in "$BUILD"/tests/fuzz/fuzz_*; do [ -x "$t" ] && [ -f "$t" ] && targets+=("$(basename "$t")"); done
+fi
+logs=$(mktemp -d /tmp/shingled-fuzz.XXXXXX)
+mkdir -p tests/fuzz/crashes
+crashed=0
+printf '%-26s %12s %10s %8s %8s %8s %7s\n' target executions exec/s cov ft corpus crashes
+for name in "${targets[@]}"; do
+  bin="$BUILD/tests/fuzz/$name"
+  corpus="tests/fuzz/corpus/${name#fuzz_}"
+  mkdir -p "$corpus"
+  log="$logs/$name.log"
+  taskset -c "$CPU" "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$logs/$name-" "$corpus" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+')
+  ft=$(grep -Eo 'ft: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+')
+  files=$(find "$corpus" -type f | wc -l)
+  crashes=0
+  for a in "$logs/$name"-*; do
+    [ -f "$a" ] || continue
+    crashes=$((crashes + 1))
+    cp "$a" "tests/fuzz/crashes/$name-$(sha1sum "$a" | cut -c1-12)"
+  done
+  if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi  # died without an artifact
+  [ "$crashes" -gt 0 ] && crashed=$((crashed + 1))
+  printf '%-26s %12s %10s %8s %8s %8s %7s\n' "$name" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$files" "$crashes"
+done
+echo "logs: $logs"
+echo "${#targets[@]} targets, ${SECONDS_EACH}s each, $crashed with crashes"
+[ "$crashed" -eq 0 ]
