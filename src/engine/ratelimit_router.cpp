@@ -347,6 +347,7 @@ size_t RatelimitRouter::finish_reply(const ReplySeal& seal, uint8_t* out, size_t
 
 void RatelimitRouter::upkeep(int64_t now_ms) {
   if (++upkeep_ticks_ % 100 == 0) {  // every ~100 ms
+    stats_.ratelimit_cache_evicted.set(cache_.stats().evicted);
     for (size_t slot = 0; slot < pending_.size(); ++slot) {
       Pending& pc = pending_[slot];
       if (!pc.used || now_ms - pc.started_ms < kTimeoutMs) continue;

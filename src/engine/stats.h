@@ -73,6 +73,7 @@ class Counter {
   X(ratelimit_refused, "rate-limit requests refused: source outside allow_update")          \
   X(ratelimit_replayed, "rate-limit resends answered from the reply cache (not applied)")   \
   X(ratelimit_resends_dropped, "rate-limit resends dropped: the first copy is pending")    \
+  X(ratelimit_cache_evicted, "reply-cache entries pushed out by newer requests of their region") \
   X(ratelimit_messages, "messages decided")                                                \
   X(ratelimit_limited, "messages limited (soft reject)")                                    \
   X(ratelimit_whitelisted, "messages whitelisted (recipient or IP)")                        \

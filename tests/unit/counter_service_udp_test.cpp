@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/net_address.h"
@@ -95,8 +96,11 @@ counters::Request request(uint8_t op, uint32_t tag, unsigned n, uint64_t first_s
 class CounterServiceUdp : public test::EngineUdpFixture {
  protected:
   void SetUp() override { start("127.0.0.1"); }
+  // `filled`: (type, shingle) of plain counters given a value in every
+  // period of the retention before the workers start (fill_every_period).
   void start(const std::string& allow, bool encrypted_only = false,
-             uint32_t ten_minute_periods = 144) {
+             uint32_t ten_minute_periods = 144,
+             const std::vector<std::pair<uint16_t, uint64_t>>& filled = {}) {
     Config config = restart_config(allow);
     std::string err;
     ASSERT_TRUE(parse_listen_address(service_address(), config.counters_bind_sockets, err));
@@ -105,12 +109,14 @@ class CounterServiceUdp : public test::EngineUdpFixture {
     co.max_counters = 100'000;
     co.retention.ten_minute_periods = ten_minute_periods;
     counters_ = std::make_unique<CounterStore>(co);
+    for (const auto& [type, shingle] : filled) fill_every_period(type, shingle, ten_minute_periods);
     keypair_ = generate_keypair();
     engine_ = std::make_unique<Engine>(config, *fuzzy_, std::vector<Keypair>{keypair_}, counters_.get());
     ASSERT_TRUE(engine_->start(err)) << err;
   }
   // Gives the plain counter (mass_in, `type`, `shingle`) a value of 1 in
-  // every live period of the retention, through the loader's door.
+  // every live period of the retention, through the loader's door: before
+  // the workers start, as the loader does.
   void fill_every_period(uint16_t type, uint64_t shingle, uint32_t ten_minute_periods) {
     const uint64_t now = uint64_t(time(nullptr));
     std::vector<CounterSlot> slots;
@@ -261,8 +267,7 @@ TEST_F(CounterServiceUdp, malformed_datagrams_get_no_reply_and_are_counted) {
 // periods and silently dropped the rest (every daily one). Pages now: a
 // reply says when more follow, and the next request skips what came.
 TEST_F(CounterServiceUdp, a_long_series_comes_in_pages_and_the_client_gets_all_of_it) {
-  start("127.0.0.1", false, 300);
-  fill_every_period(3, 4242, 300);
+  start("127.0.0.1", false, 300, {{3, 4242}});
   CounterClient c(port_);
   counters::Request s = request(counters::kSeries, 1, 1, 4242, 0);
   s.entries[0].type = 3;
@@ -289,8 +294,7 @@ TEST_F(CounterServiceUdp, a_long_series_comes_in_pages_and_the_client_gets_all_o
 // is larger than 3x its request, for any op; the client still gets the
 // whole series, in smaller pages; a sealed client gets full pages.
 TEST_F(CounterServiceUdp, replies_to_unauthenticated_senders_stay_within_three_times_their_request) {
-  start("10.9.9.9");
-  fill_every_period(5, 777, 144);
+  start("10.9.9.9", false, 144, {{5, 777}});
   CounterClient c(port_);
   counters::Request s = request(counters::kSeries, 1, 1, 777, 0);
   s.entries[0].type = 5;

@@ -368,10 +368,11 @@ TEST_F(RatelimitServiceUdp, another_sources_flood_cannot_make_a_resent_update_ap
 TEST_F(RatelimitServiceUdp, replies_to_an_unallowed_sender_stay_within_three_times_their_request) {
   start("10.9.9.9");
   RlClient c(port_);
+  const std::vector<std::string> key = {"k"};  // outlives the requests, which view it
   std::vector<ratelimit::Request> requests;
   for (uint8_t op : {ratelimit::kOpCheck, ratelimit::kOpUpdate, ratelimit::kOpCheckAndUpdate,
                      ratelimit::kOpPeek, ratelimit::kOpReset}) {
-    requests.push_back(buckets(10 + op, op, {"k"}, 5, 1));
+    requests.push_back(buckets(10 + op, op, key, 5, 1));
   }
   requests.push_back(message(20, ratelimit::kOneShot, "", {"r"}));
   for (const ratelimit::Request& r : requests) {
