@@ -32,4 +32,30 @@ bool pin_current_thread(int cpu, std::string& error) {
   return true;
 }
 
+bool restrict_thread(pthread_t thread, const std::vector<int>& cpus, std::string& error) {
+  if (cpus.empty()) {
+    error = "no CPU to run on";
+    return false;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  const int rc = pthread_setaffinity_np(thread, sizeof set, &set);
+  if (rc != 0) {
+    error = std::string("restrict to ") + std::to_string(cpus.size()) + " CPU(s): " + strerror(rc);
+    return false;
+  }
+  return true;
+}
+
+std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<int>& taken) {
+  std::vector<int> left;
+  for (int c : allowed) {
+    bool used = false;
+    for (int t : taken) used = used || t == c;
+    if (!used) left.push_back(c);
+  }
+  return left;
+}
+
 }  // namespace shingled

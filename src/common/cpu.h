@@ -2,6 +2,8 @@
 // calling thread to one of them; and the spin-wait hint.
 #pragma once
 
+#include <pthread.h>
+
 #include <string>
 #include <vector>
 
@@ -12,6 +14,11 @@ std::vector<int> allowed_cpus();
 
 // Pins the calling thread; false (and `error`) when the kernel refuses.
 bool pin_current_thread(int cpu, std::string& error);
+// Restricts `thread` to the set `cpus` (any of them); false (and `error`)
+// when the kernel refuses or the set is empty.
+bool restrict_thread(pthread_t thread, const std::vector<int>& cpus, std::string& error);
+// The CPUs of `allowed` that are not in `taken`, in order.
+std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<int>& taken);
 
 // What a spinning thread does between two looks: the CPU's spin-wait hint
 // where it has one (the core yields to its hyperthread sibling and saves

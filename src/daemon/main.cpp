@@ -193,6 +193,23 @@ std::unique_ptr<T> allocate(const Options& options, const char* what, const char
 // LMDB's map is address space, not memory or disk: start large so that
 // growing it (which needs a pause in writing) is rare.
 constexpr size_t kInitialMapBytes = size_t(16) << 30;
+// When the workers leave CPUs free (fewer workers than allowed CPUs), the
+// persistence threads and this main thread run there only: a sync of a
+// million changes then never takes CPU time from a worker (the soak lost
+// requests at a large sync when it did).
+void keep_off_worker_cpus(const Engine& engine, Persister& persister) {
+  const std::vector<int> spare = cpus_left(allowed_cpus(), engine.worker_cpus());
+  if (engine.worker_cpus().empty() || spare.empty()) return;
+  std::string error;
+  if (!persister.keep_to_cpus(spare, error) || !restrict_thread(pthread_self(), spare, error)) {
+    LOG_WARN("cannot keep persistence off the workers' CPUs: %s", error.c_str());
+    return;
+  }
+  std::string list;
+  for (int c : spare) list += (list.empty() ? "" : ",") + std::to_string(c);
+  LOG_INFO("persistence and control on CPU(s) %s, apart from the workers", list.c_str());
+}
+
 // How long SIGTERM waits for the workers to stop before giving up on one.
 constexpr unsigned kStopGraceMs = 3000;
 
@@ -353,6 +370,7 @@ int run(int argc, char** argv) {
     fprintf(stderr, "shingled: %s\n", error.c_str());
     return 1;
   }
+  keep_off_worker_cpus(engine, persister);
   for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
   for (const ListenAddress& a : config.counters_bind_sockets) {
     LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),

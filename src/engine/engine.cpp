@@ -82,8 +82,10 @@ bool Engine::start(std::string& error) {
     workers_.push_back(std::make_unique<Worker>(*this, i, std::move(io), feed));
   }
   const std::vector<int> cpus = allowed_cpus();
+  worker_cpus_.clear();
   for (unsigned i = 0; i < worker_count_; ++i) {
     const int cpu = config_.pin_workers ? cpus[i % cpus.size()] : -1;
+    if (cpu >= 0) worker_cpus_.push_back(cpu);
     workers_[i]->start(cpu);
   }
   running_ = true;

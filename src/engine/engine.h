@@ -51,6 +51,8 @@ class Engine {
   std::vector<unsigned> stop_within(std::chrono::milliseconds limit);
 
   unsigned worker_count() const { return worker_count_; }
+  // The CPUs the workers are pinned to (empty when they are not pinned).
+  const std::vector<int>& worker_cpus() const { return worker_cpus_; }
   const Worker& worker(unsigned i) const { return *workers_[i]; }
   const char* io_name() const { return io_name_.c_str(); }
   FuzzyStore& store() { return store_; }
@@ -87,6 +89,7 @@ class Engine {
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;
+  std::vector<int> worker_cpus_;
   bool running_ = false;
 };
 

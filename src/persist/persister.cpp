@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/cpu.h"
 #include "common/log.h"
 
 namespace shingled {
@@ -40,7 +41,8 @@ void Persister::seed(PendingChanges&& changes) {
   stats_.pending.store(pending_.size(), std::memory_order_relaxed);
 }
 
-// Workers are pinned one per core, so these threads share a core with one.
+// Workers are pinned one per core, so these threads share a core with one
+// (unless the daemon keeps them to CPUs the workers leave: keep_to_cpus()).
 // A lower priority lets the worker preempt them at once when packets come,
 // while a sync still gets its share of a busy core (nice 10: ~10 % under
 // full contention), so it never starves.
@@ -62,6 +64,11 @@ void Persister::start() {
     lower_priority();
     run();
   });
+}
+
+bool Persister::keep_to_cpus(const std::vector<int>& cpus, std::string& error) {
+  return restrict_thread(writer_.native_handle(), cpus, error) &&
+         restrict_thread(drainer_.native_handle(), cpus, error);
 }
 
 uint64_t Persister::request_sync() {

@@ -55,6 +55,10 @@ class Persister {
   // the daemon was down) for the first sync.
   void seed(PendingChanges&& changes);
   void start();
+  // After start(): runs the persistence threads only on `cpus` (the CPUs
+  // no worker is pinned to), so a large sync never takes a worker's core.
+  // False (logged by the caller) when the kernel refuses.
+  bool keep_to_cpus(const std::vector<int>& cpus, std::string& error);
   // Any thread: start a sync now rather than at the end of the period.
   // Returns the value stats().syncs will reach when a sync covering every
   // change acknowledged before this call has completed.

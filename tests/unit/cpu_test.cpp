@@ -1,0 +1,39 @@
+// CPU placement: which CPUs are left to the daemon's other threads once the
+// workers are pinned, and restricting a thread to them.
+#include "common/cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <sched.h>
+
+#include <thread>
+
+namespace shingled {
+namespace {
+
+TEST(Cpu, the_cpus_left_are_the_allowed_ones_no_worker_took_in_order) {
+  EXPECT_EQ(cpus_left({0, 1, 2, 3}, {0, 2}), (std::vector<int>{1, 3}));
+  EXPECT_EQ(cpus_left({4, 5}, {4, 5}), (std::vector<int>{})) << "one worker per core: none left";
+  EXPECT_EQ(cpus_left({0, 1}, {}), (std::vector<int>{0, 1})) << "unpinned workers take none";
+}
+
+TEST(Cpu, a_thread_restricted_to_a_set_runs_only_there_and_an_empty_set_is_refused) {
+  const std::vector<int> allowed = allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  std::string error;
+  EXPECT_FALSE(restrict_thread(pthread_self(), {}, error));
+  EXPECT_FALSE(error.empty());
+  std::thread t([&] {
+    std::string e;
+    ASSERT_TRUE(restrict_thread(pthread_self(), {allowed.back()}, e)) << e;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    EXPECT_EQ(CPU_COUNT(&set), 1);
+    EXPECT_TRUE(CPU_ISSET(allowed.back(), &set));
+  });
+  t.join();
+}
+
+}  // namespace
+}  // namespace shingled
