@@ -30,6 +30,19 @@ size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, co
 }
 
 // nonce | MAC | sealed body, with a fresh nonce for every reply (spec 10.3).
+bool FuzzyService::open_if_sealed(const uint8_t*& data, size_t& len, WorkerContext& ctx,
+                                  ReplySeal& seal, uint8_t* plain, size_t max_plain,
+                                  size_t min_len) const {
+  if (len < sizeof crypto::kMagic || std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) != 0) {
+    return true;
+  }
+  size_t plain_len = 0;
+  if (!open(data, len, ctx, seal, plain, max_plain, plain_len, min_len)) return false;
+  data = plain;
+  len = plain_len;
+  return true;
+}
+
 size_t FuzzyService::seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out,
                                 size_t len) const {
   ctx.nonces.next(out);

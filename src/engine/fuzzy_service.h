@@ -112,6 +112,12 @@ class FuzzyService {
   bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
             size_t max_plain, size_t& plain_len,
             size_t min_len = crypto::kMinFuzzyEncrypted) const;
+  // The first step of every other protocol: a datagram that starts with the
+  // cryptobox magic is opened into `plain` (at most `max_plain` bytes) and
+  // `data`/`len` then point at the plain request; any other is left as it
+  // is, `seal` plain. False (counted) when a sealed one cannot be opened.
+  bool open_if_sealed(const uint8_t*& data, size_t& len, WorkerContext& ctx, ReplySeal& seal,
+                      uint8_t* plain, size_t max_plain, size_t min_len) const;
   // Seals the `len` plain bytes at out + crypto::kReplyHeaderSize in place:
   // nonce | MAC | ciphertext. Returns the whole length.
   size_t seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out, size_t len) const;

@@ -56,14 +56,9 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   const uint8_t* data = p.data;
   size_t len = p.len;
   ReplySeal seal;
-  if (len >= sizeof crypto::kMagic && std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
-    size_t plain_len = 0;
-    if (!fuzzy_.open(data, len, ctx_, seal, plain_, sizeof plain_, plain_len,
-                     crypto::kRequestHeaderSize + ratelimit::kHeaderSize)) {
-      return;  // counted: no key, bad MAC, unusable client key
-    }
-    data = plain_;
-    len = plain_len;
+  if (!fuzzy_.open_if_sealed(data, len, ctx_, seal, plain_, sizeof plain_,
+                             crypto::kRequestHeaderSize + ratelimit::kHeaderSize)) {
+    return;  // counted: no key, bad MAC, unusable client key
   }
   const ratelimit::DecodeStatus status = ratelimit::decode_request(data, len, request_);
   if (status != ratelimit::DecodeStatus::ok) {

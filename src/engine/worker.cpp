@@ -403,14 +403,9 @@ void Worker::handle_counter_packet(const RxPacket& p, uint64_t now) {
   const uint8_t* data = p.data;
   size_t data_len = p.len;
   ReplySeal seal;
-  if (data_len >= sizeof crypto::kMagic && std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
-    size_t plain_len = 0;
-    if (!service_.open(data, data_len, ctx_, seal, counter_plain_, sizeof counter_plain_, plain_len,
-                       crypto::kRequestHeaderSize + counters::kRequestHeaderSize)) {
-      return;  // counted: no key, bad MAC, unusable client key
-    }
-    data = counter_plain_;
-    data_len = plain_len;
+  if (!service_.open_if_sealed(data, data_len, ctx_, seal, counter_plain_, sizeof counter_plain_,
+                               crypto::kRequestHeaderSize + counters::kRequestHeaderSize)) {
+    return;  // counted: no key, bad MAC, unusable client key
   }
   size_t len = 0;
   uint16_t series_max = 0;
