@@ -14,9 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace shingled {
 
@@ -51,6 +53,37 @@ Meta parse_meta(const uint8_t* page) {
 
 }  // namespace
 
+bool check_lmdb_meta(const uint8_t* head, size_t head_len, uint64_t file_size,
+                     const std::string& file, std::string& error) {
+  if (file_size == 0) {
+    error = "database truncated: " + file + " is empty (0 bytes); a new database is created "
+            "only in a directory that holds no data.mdb: restore the file, or move the "
+            "directory away to start empty";
+    return false;
+  }
+  Meta best = head_len >= kMetaBytes ? parse_meta(head) : Meta{};
+  if (best.valid && best.page_size + kMetaBytes <= head_len) {
+    const Meta second = parse_meta(head + best.page_size);
+    if (second.valid && second.txn > best.txn) best = second;
+  }
+  if (!best.valid) return true;  // not LMDB's meta: mdb_env_open says MDB_INVALID
+  // last_page is the file's word: (last_page + 1) x page_size must not wrap.
+  if (best.last_page >= UINT64_MAX / best.page_size) {
+    error = "database damaged: " + file + " names page " + std::to_string(best.last_page) +
+            " as its last";
+    return false;
+  }
+  const uint64_t needed = (best.last_page + 1) * best.page_size;
+  if (file_size < needed) {
+    error = "database truncated: " + file + " is " + std::to_string(file_size) +
+            " bytes, expected at least " + std::to_string(needed) + " (" +
+            std::to_string(best.last_page + 1) + " pages of " + std::to_string(best.page_size) +
+            "): restore it from a backup or `shinglectl dump`";
+    return false;
+  }
+  return true;
+}
+
 bool check_lmdb_data_file(const std::string& dir, std::string& error) {
   const std::string file = dir + "/data.mdb";
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
@@ -66,34 +99,14 @@ bool check_lmdb_data_file(const std::string& dir, std::string& error) {
     return false;
   }
   const uint64_t size = uint64_t(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    error = "database truncated: " + file + " is empty (0 bytes); a new database is created "
-            "only in a directory that holds no data.mdb: restore the file, or move the "
-            "directory away to start empty";
-    return false;
-  }
-  uint8_t page0[kMetaBytes] = {};
-  const bool read0 = ::pread(fd, page0, sizeof page0, 0) == ssize_t(sizeof page0);
-  Meta best = read0 ? parse_meta(page0) : Meta{};
-  if (best.valid) {
-    uint8_t page1[kMetaBytes] = {};
-    if (::pread(fd, page1, sizeof page1, off_t(best.page_size)) == ssize_t(sizeof page1)) {
-      const Meta second = parse_meta(page1);
-      if (second.valid && second.txn > best.txn) best = second;
-    }
-  }
+  std::vector<uint8_t> head(size_t(std::min<uint64_t>(size, kLmdbMetaHeadBytes)));
+  const ssize_t got = head.empty() ? 0 : ::pread(fd, head.data(), head.size(), 0);
   ::close(fd);
-  if (!best.valid) return true;  // not LMDB's meta: mdb_env_open says MDB_INVALID
-  const uint64_t needed = (best.last_page + 1) * best.page_size;
-  if (size < needed) {
-    error = "database truncated: " + file + " is " + std::to_string(size) +
-            " bytes, expected at least " + std::to_string(needed) + " (" +
-            std::to_string(best.last_page + 1) + " pages of " + std::to_string(best.page_size) +
-            "): restore it from a backup or `shinglectl dump`";
+  if (got < 0) {
+    error = file + ": " + std::strerror(errno);
     return false;
   }
-  return true;
+  return check_lmdb_meta(head.data(), size_t(got), size, file, error);
 }
 
 }  // namespace shingled

@@ -17,6 +17,7 @@
 
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
+#include "persist/lmdb_file_check.h"
 
 namespace shingled {
 namespace {
@@ -189,6 +190,32 @@ TEST_F(LmdbEnvironmentTest, a_truncated_or_empty_data_file_is_refused_with_its_s
   EXPECT_FALSE(env.open(env_path(), 64 * kMiB, error)) << "an empty data.mdb became a new database";
   EXPECT_NE(error.find("is empty (0 bytes)"), std::string::npos) << error;
   EXPECT_EQ(std::filesystem::file_size(data), 0u) << "nothing was written to it";
+}
+
+// The check reads numbers the file chose: a meta page naming a last page
+// whose end does not fit 64 bits is damage, not a size to compare; one that
+// is not LMDB's is left for LMDB to refuse; a head shorter than a meta
+// record passes to LMDB the same way.
+TEST(LmdbMetaCheck, absurd_meta_numbers_are_refused_and_foreign_heads_left_to_lmdb) {
+  std::vector<uint8_t> head(8192, 0);
+  const auto put32 = [&](size_t at, uint32_t v) { std::memcpy(head.data() + at, &v, 4); };
+  const auto put64 = [&](size_t at, uint64_t v) { std::memcpy(head.data() + at, &v, 8); };
+  put32(16, 0xBEEFC0DE);
+  put32(20, 1);
+  put32(40, 4096);
+  put64(136, uint64_t(1) << 62);  // last page
+  put64(144, 7);                  // txn
+  std::string error;
+  EXPECT_FALSE(check_lmdb_meta(head.data(), head.size(), 1 << 20, "data.mdb", error));
+  EXPECT_NE(error.find("database damaged"), std::string::npos) << error;
+  put64(136, 10);
+  error.clear();
+  EXPECT_TRUE(check_lmdb_meta(head.data(), head.size(), 11 * 4096, "data.mdb", error)) << error;
+  EXPECT_FALSE(check_lmdb_meta(head.data(), head.size(), 11 * 4096 - 1, "data.mdb", error));
+  put32(16, 0x12345678);  // not LMDB's magic
+  error.clear();
+  EXPECT_TRUE(check_lmdb_meta(head.data(), head.size(), 100, "data.mdb", error)) << error;
+  EXPECT_TRUE(check_lmdb_meta(head.data(), 10, 10, "data.mdb", error));
 }
 
 TEST_F(LmdbEnvironmentTest, a_path_that_is_a_plain_file_is_refused) {
