@@ -61,18 +61,26 @@ class Client {
   sockaddr_in server_{};
 };
 
+// Two unpinned workers serving fuzzy on 127.0.0.1:`port`, updates allowed
+// from `allow`.
+Config two_worker_fuzzy_config(uint16_t port, const char* allow) {
+  Config config;
+  std::string err;
+  EXPECT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
+  Network net;
+  EXPECT_TRUE(parse_network(allow, net, err)) << err;
+  config.allow_update = {net};
+  config.workers = 2;
+  config.pin_workers = false;
+  return config;
+}
+
 class EngineOverUdp : public ::testing::TestWithParam<IoBackendKind> {};
 
 TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core) {
   const uint16_t port = free_udp_port();
-  Config config;
+  Config config = two_worker_fuzzy_config(port, "127.0.0.1");
   std::string err;
-  ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
-  Network lo;
-  parse_network("127.0.0.1", lo, err);
-  config.allow_update = {lo};
-  config.workers = 2;
-  config.pin_workers = false;
   config.io = GetParam();
   StoreOptions so;
   so.max_hashes = 10'000;
@@ -186,14 +194,8 @@ namespace {
 // 76 bytes, answered with 144).
 TEST(EngineAmplification, fuzzy_replies_to_an_unallowed_plain_sender_stay_within_three_times) {
   const uint16_t port = free_udp_port();
-  Config config;
+  const Config config = two_worker_fuzzy_config(port, "10.9.9.9");
   std::string err;
-  ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
-  Network other;
-  parse_network("10.9.9.9", other, err);
-  config.allow_update = {other};
-  config.workers = 2;
-  config.pin_workers = false;
   StoreOptions so;
   so.max_hashes = 1000;
   FuzzyStore store(so);
