@@ -2,8 +2,11 @@
 # Long fuzzing runs, outside CI: builds every libFuzzer target (clang,
 # ASan + UBSan, as scripts/test.sh does for its short runs) and runs each in
 # turn for SECONDS (default 600) on one CPU, starting from the saved corpus
-# in tests/fuzz/corpus/<target> and adding what it finds there, so the next
-# run (and CI's short one) starts from it. A crash input is copied to
+# in tests/fuzz/corpus/<target>. The run works on a copy; afterwards the
+# saved corpus is replaced by the smallest set of inputs that keeps all the
+# coverage reached (libFuzzer's -merge=1), so the next run (and CI's short
+# one) starts from it without the corpus growing run after run (commit it
+# when it changed). A crash input is copied to
 # tests/fuzz/crashes/<target>-<hash> and fails the run; keep it once fixed:
 # scripts/test.sh replays every file there through its target.
 #
@@ -40,14 +43,24 @@ for name in "${targets[@]}"; do
   bin="$BUILD/tests/fuzz/$name"
   corpus="tests/fuzz/corpus/${name#fuzz_}"
   mkdir -p "$corpus"
+  work="$logs/$name-work"
+  mkdir -p "$work"
+  cp -r "$corpus"/. "$work"/
   log="$logs/$name.log"
   taskset -c "$CPU" "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 \
-    -print_final_stats=1 -artifact_prefix="$logs/$name-" "$corpus" >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$logs/$name-" "$work" >"$log" 2>&1
   rc=$?
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+')
   ft=$(grep -Eo 'ft: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+')
+  # Minimise: the inputs of the saved corpus and of the run that together
+  # keep every feature reached, into a fresh directory that replaces it.
+  merged="$logs/$name-merged"
+  mkdir -p "$merged"
+  if taskset -c "$CPU" "$bin" -merge=1 "$merged" "$corpus" "$work" >"$logs/$name-merge.log" 2>&1; then
+    rm -rf "$corpus" && mv "$merged" "$corpus"
+  fi
   files=$(find "$corpus" -type f | wc -l)
   crashes=0
   for a in "$logs/$name"-*; do
