@@ -13,7 +13,8 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 3600
 #     env: CPU=1 (the CPU to pin to), BUILD=build-fuzz, JOBS=2
 #
-# Prints, per target, the executions, executions per second, coverage
+# Prints, per target, the executions, executions per second, CPU seconds used
+# (less than SECONDS when the CPU was shared, e.g. run under `nice`), coverage
 # (libFuzzer's `cov` and `ft`), corpus size and crashes, then a summary line;
 # exit status 1 if any target crashed or did not run.
 set -uo pipefail
@@ -38,7 +39,7 @@ fi
 logs=$(mktemp -d /tmp/shingled-fuzz.XXXXXX)
 mkdir -p tests/fuzz/crashes
 crashed=0
-printf '%-26s %12s %10s %8s %8s %8s %7s\n' target executions exec/s cov ft corpus crashes
+printf '%-26s %12s %10s %7s %8s %8s %8s %7s\n' target executions exec/s cpu_s cov ft corpus crashes
 for name in "${targets[@]}"; do
   bin="$BUILD/tests/fuzz/$name"
   corpus="tests/fuzz/corpus/${name#fuzz_}"
@@ -47,9 +48,16 @@ for name in "${targets[@]}"; do
   mkdir -p "$work"
   cp -r "$corpus"/. "$work"/
   log="$logs/$name.log"
-  taskset -c "$CPU" "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 \
-    -print_final_stats=1 -artifact_prefix="$logs/$name-" "$work" >"$log" 2>&1
+  artifacts="$logs/$name-artifacts"
+  mkdir -p "$artifacts"
+  # CPU seconds as well as wall time: a run sharing its CPU (e.g. under
+  # `nice`) reaches fewer executions in the same -max_total_time.
+  TIMEFORMAT='%U %S'
+  cpu_times=$( { time taskset -c "$CPU" "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 \
+    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
+    >"$log" 2>&1; } 2>&1 )
   rc=$?
+  cpu=$(awk '{ printf "%d", $1 + $2 }' <<<"$cpu_times")
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+')
@@ -63,14 +71,15 @@ for name in "${targets[@]}"; do
   fi
   files=$(find "$corpus" -type f | wc -l)
   crashes=0
-  for a in "$logs/$name"-*; do
+  for a in "$artifacts"/*; do
     [ -f "$a" ] || continue
     crashes=$((crashes + 1))
     cp "$a" "tests/fuzz/crashes/$name-$(sha1sum "$a" | cut -c1-12)"
   done
   if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi  # died without an artifact
   [ "$crashes" -gt 0 ] && crashed=$((crashed + 1))
-  printf '%-26s %12s %10s %8s %8s %8s %7s\n' "$name" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$files" "$crashes"
+  printf '%-26s %12s %10s %7s %8s %8s %8s %7s\n' "$name" "${execs:-?}" "${rate:-?}" "${cpu:-?}" \
+    "${cov:-?}" "${ft:-?}" "$files" "$crashes"
 done
 echo "logs: $logs"
 echo "${#targets[@]} targets, ${SECONDS_EACH}s each, $crashed with crashes"
