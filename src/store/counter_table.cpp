@@ -19,7 +19,7 @@ size_t index_size_for(size_t max_counters) {
 size_t CounterTable::record_bytes() { return sizeof(Record); }
 
 CounterTable::CounterTable(size_t max_counters, CounterRetention retention, CapacityBudget* budget)
-    : retention_(retention), max_counters_(max_counters), budget_(budget) {
+    : retention_(retention), max_counters_(max_counters), budget_(budget), rings_(retention, max_counters) {
   if (retention_.ten_minute_periods == 0 || retention_.daily_periods == 0) {
     throw std::invalid_argument("counter retention must keep at least one period of each kind");
   }
@@ -32,10 +32,8 @@ CounterTable::CounterTable(size_t max_counters, CounterRetention retention, Capa
 size_t CounterTable::memory_bytes() const {
   // Records in use (the slab is reserved for the capacity up front, but its
   // pages are only backed once written); the index is allocated whole.
-  const size_t ring = (size_t(retention_.ten_minute_periods) + retention_.daily_periods) * 12;
   return index_.size() * sizeof(IndexEntry) +
-         records_used_.load(std::memory_order_relaxed) * sizeof(Record) +
-         dense_rings_.load(std::memory_order_relaxed) * ring;
+         records_used_.load(std::memory_order_relaxed) * sizeof(Record) + rings_.memory_bytes();
 }
 
 void CounterTable::prefetch(uint64_t hash) const {
@@ -103,7 +101,7 @@ void CounterTable::erase_at(size_t pos) {
     r.dirty = 0;  // a listing of this record now names nothing
   }
   if (r.dense != 0) {
-    free_dense_.push_back(r.dense - 1);
+    rings_.release(r.dense - 1);
     r.dense = 0;
   }
   r.n_inline = 0;
@@ -123,12 +121,6 @@ void CounterTable::erase_at(size_t pos) {
   index_[hole] = IndexEntry{0, 0};
 }
 
-size_t CounterTable::dense_index(uint32_t id) const {
-  const uint32_t p = period_of(id);
-  return is_daily(id) ? retention_.ten_minute_periods + p % retention_.daily_periods
-                      : p % retention_.ten_minute_periods;
-}
-
 void CounterTable::saturating_add(uint64_t& v, uint64_t delta) {
   if (v + delta < v) {
     v = UINT64_MAX;
@@ -138,79 +130,66 @@ void CounterTable::saturating_add(uint64_t& v, uint64_t delta) {
   }
 }
 
-// Moves an inline counter to a dense ring (all its live inline slots kept).
-void CounterTable::to_dense(Record& r, const PeriodClock& clock) {
-  uint32_t d;
-  if (!free_dense_.empty()) {
-    d = free_dense_.back();
-    free_dense_.pop_back();
-  } else {
-    d = uint32_t(dense_.size());
-    dense_.emplace_back();
-    const size_t n = size_t(retention_.ten_minute_periods) + retention_.daily_periods;
-    dense_.back().id.assign(n, 0);
-    dense_.back().value.assign(n, 0);
-    dense_rings_.store(dense_.size(), std::memory_order_relaxed);
-  }
-  Dense& ring = dense_[d];
-  std::fill(ring.id.begin(), ring.id.end(), 0u);
+// Moves an inline counter to a dense ring, its live inline slots with it.
+// False when no memory could be had for the ring (the record is unchanged).
+bool CounterTable::to_dense(Record& r, const PeriodClock& clock) {
+  const uint32_t ring = rings_.allocate(clock);
+  if (ring == CounterRings::kNoRing) return false;
   for (uint32_t k = 0; k < r.n_inline; ++k) {
-    if (!clock.live(r.slots[k].id)) continue;
-    const size_t at = dense_index(r.slots[k].id);
-    ring.id[at] = r.slots[k].id;
-    ring.value[at] = r.slots[k].value();
+    if (clock.live(r.slots[k].id)) rings_.add(ring, r.slots[k].id, r.slots[k].value());
   }
   r.n_inline = 0;
-  r.dense = d + 1;
+  r.dense = ring + 1;
+  return true;
 }
 
-// The value cell of period `id`, made if missing. Inline: one pass finds
-// the slot; a full record first drops slots whose period has passed out of
-// retention, and moves to a dense ring when none has. In a dense ring a
-// slot holding an older period of the same residue is reused (that period
-// is outside the retention by construction).
-uint64_t& CounterTable::cell_for(Record& r, uint32_t id, const PeriodClock& clock,
-                                 uint64_t& scratch, PackedSlot*& packed) {
-  packed = nullptr;
-  if (r.dense == 0) {
-    for (uint32_t k = 0; k < r.n_inline; ++k) {
-      if (r.slots[k].id == id) {
-        packed = &r.slots[k];
-        return scratch = packed->value();
-      }
-    }
-    if (r.n_inline == kInlineSlots) {
-      for (uint32_t k = 0; k < r.n_inline;) {
-        if (!clock.live(r.slots[k].id)) {
-          r.slots[k] = r.slots[--r.n_inline];
-        } else {
-          ++k;
-        }
-      }
-    }
-    if (r.n_inline < kInlineSlots) {
-      packed = &r.slots[r.n_inline++];
-      packed->id = id;
-      return scratch = 0;
-    }
-    to_dense(r, clock);
+// Back from a ring to inline slots (the sweep, when few periods are left).
+void CounterTable::to_inline(Record& r, const CounterSlot* live, size_t n) {
+  rings_.release(r.dense - 1);
+  r.dense = 0;
+  r.n_inline = uint8_t(n);
+  for (size_t k = 0; k < n; ++k) {
+    r.slots[k].id = live[k].id;
+    r.slots[k].set(live[k].value);
   }
-  Dense& ring = dense_[r.dense - 1];
-  const size_t at = dense_index(id);
-  if (ring.id[at] != id) {
-    ring.id[at] = id;
-    ring.value[at] = 0;
-  }
-  return ring.value[at];
 }
 
-void CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta,
+// One pass finds the slot; a full record first drops slots whose period has
+// passed out of retention.
+CounterTable::PackedSlot* CounterTable::inline_slot(Record& r, uint32_t id,
+                                                    const PeriodClock& clock) {
+  for (uint32_t k = 0; k < r.n_inline; ++k) {
+    if (r.slots[k].id == id) return &r.slots[k];
+  }
+  if (r.n_inline == kInlineSlots) {
+    for (uint32_t k = 0; k < r.n_inline;) {
+      if (!clock.live(r.slots[k].id)) {
+        r.slots[k] = r.slots[--r.n_inline];
+      } else {
+        ++k;
+      }
+    }
+  }
+  if (r.n_inline == kInlineSlots) return nullptr;
+  PackedSlot* slot = &r.slots[r.n_inline++];
+  slot->id = id;
+  slot->set(0);
+  return slot;
+}
+
+bool CounterTable::add_to_record(Record& r, uint32_t id, uint64_t delta,
                                  const PeriodClock& clock) {
-  uint64_t scratch;
-  PackedSlot* packed;
-  uint64_t& cell = cell_for(r, id, clock, scratch, packed);
-  saturating_add(cell, delta);
-  if (packed != nullptr) packed->set(cell);
+  if (r.dense == 0) {
+    if (PackedSlot* slot = inline_slot(r, id, clock)) {
+      uint64_t v = slot->value();
+      saturating_add(v, delta);
+      slot->set(v);
+      return true;
+    }
+    if (!to_dense(r, clock)) return false;
+  }
+  if (!rings_.add(r.dense - 1, id, delta)) ++saturations_;
+  return true;
 }
 
 int64_t CounterTable::find_or_insert(uint64_t hash, const CounterKey& key, uint64_t home) {
@@ -224,8 +203,7 @@ bool CounterTable::add_to(uint64_t hash, const CounterKey& key, uint64_t home, u
   if (pos < 0) return false;
   const uint32_t rec = index_[size_t(pos)].rec - 1;
   mark_dirty(rec);
-  add_to_record(records_[rec], id, delta, period_clock(now, retention_));
-  return true;
+  return add_to_record(records_[rec], id, delta, period_clock(now, retention_));
 }
 
 bool CounterTable::restore(uint64_t hash, const CounterKey& key, uint64_t home,
@@ -235,7 +213,9 @@ bool CounterTable::restore(uint64_t hash, const CounterKey& key, uint64_t home,
   Record& r = records_[index_[size_t(pos)].rec - 1];
   const PeriodClock clock = period_clock(now, retention_);
   for (size_t i = 0; i < n; ++i) {
-    if (clock.live(slots[i].id)) add_to_record(r, slots[i].id, slots[i].value, clock);
+    if (clock.live(slots[i].id) && !add_to_record(r, slots[i].id, slots[i].value, clock)) {
+      return false;
+    }
   }
   return true;
 }
@@ -250,8 +230,10 @@ uint32_t CounterTable::locate(uint64_t hash, const CounterKey& key) const {
   const int64_t pos = find(hash, key);
   if (pos < 0) return 0;
   const uint32_t ref = index_[size_t(pos)].rec;
-  __builtin_prefetch(&records_[ref - 1]);
-  __builtin_prefetch(reinterpret_cast<const char*>(&records_[ref - 1]) + 64);
+  // find() compared the key, so the record is in cache: a dense one's ring
+  // head (its current values and sums) is what the batch needs next.
+  const Record& r = records_[ref - 1];
+  if (r.dense != 0) __builtin_prefetch(rings_.head_address(r.dense - 1), 1);
   return ref;
 }
 
@@ -282,9 +264,11 @@ bool CounterTable::add_located(uint32_t& ref, uint64_t hash, const CounterKey& k
       return true;
     }
   }
-  add_to_record(r, clock.ten_minute, delta, clock);
-  add_to_record(r, clock.daily, delta, clock);
-  return true;
+  // Both, even when the first fails: a counter keeps its two granularities
+  // in step as far as it can.
+  const bool ten = add_to_record(r, clock.ten_minute, delta, clock);
+  const bool day = add_to_record(r, clock.daily, delta, clock);
+  return ten && day;
 }
 
 void CounterTable::current_located(uint32_t ref, const PeriodClock& clock, uint64_t& ten_minutes,
@@ -292,24 +276,15 @@ void CounterTable::current_located(uint32_t ref, const PeriodClock& clock, uint6
   ten_minutes = day = 0;
   if (ref == 0) return;
   const Record& r = records_[ref - 1];
-  uint64_t scratch;
-  if (const uint64_t* v = find_slot(r, clock.ten_minute, scratch)) ten_minutes = *v;
-  if (const uint64_t* v = find_slot(r, clock.daily, scratch)) day = *v;
-}
-
-const uint64_t* CounterTable::find_slot(const Record& r, uint32_t id, uint64_t& scratch) const {
-  if (r.dense == 0) {
-    for (uint32_t k = 0; k < r.n_inline; ++k) {
-      if (r.slots[k].id == id) {
-        scratch = r.slots[k].value();
-        return &scratch;
-      }
-    }
-    return nullptr;
+  if (r.dense != 0) {
+    ten_minutes = rings_.value(r.dense - 1, clock.ten_minute);
+    day = rings_.value(r.dense - 1, clock.daily);
+    return;
   }
-  const Dense& ring = dense_[r.dense - 1];
-  const size_t at = dense_index(id);
-  return ring.id[at] == id ? &ring.value[at] : nullptr;
+  for (uint32_t k = 0; k < r.n_inline; ++k) {
+    if (r.slots[k].id == clock.ten_minute) ten_minutes = r.slots[k].value();
+    if (r.slots[k].id == clock.daily) day = r.slots[k].value();
+  }
 }
 
 void CounterTable::current(uint64_t hash, const CounterKey& key, uint64_t now,
@@ -317,12 +292,11 @@ void CounterTable::current(uint64_t hash, const CounterKey& key, uint64_t now,
   current_located(locate(hash, key), period_clock(now, retention_), ten_minutes, day);
 }
 
-bool CounterTable::sums(uint64_t hash, const CounterKey& key, uint64_t now,
-                        CounterSums& out) const {
+bool CounterTable::sums(uint64_t hash, const CounterKey& key, uint64_t now, CounterSums& out) {
   return sums_located(locate(hash, key), now, out);
 }
 
-bool CounterTable::sums_located(uint32_t ref, uint64_t now, CounterSums& out) const {
+bool CounterTable::sums_located(uint32_t ref, uint64_t now, CounterSums& out) {
   out = CounterSums{};
   if (ref == 0) return false;
   const Record& r = records_[ref - 1];
@@ -333,10 +307,10 @@ bool CounterTable::sums_located(uint32_t ref, uint64_t now, CounterSums& out) co
     }
     return true;
   }
-  const Dense& ring = dense_[r.dense - 1];
-  for (size_t k = 0; k < ring.id.size(); ++k) {
-    if (ring.id[k] != 0 && clock.live(ring.id[k])) add_to_windows(out, ring.id[k], ring.value[k], now);
-  }
+  // The ring keeps the windows as running sums relative to its newest
+  // periods: moved forward to now, they are the answer.
+  rings_.advance(r.dense - 1, clock);
+  rings_.sums(r.dense - 1, out);
   return true;
 }
 
@@ -350,13 +324,7 @@ size_t CounterTable::live_slots(const Record& r, uint64_t now, CounterSlot* out)
     }
     return n;
   }
-  const Dense& ring = dense_[r.dense - 1];
-  for (size_t k = 0; k < ring.id.size(); ++k) {
-    if (ring.id[k] != 0 && period_live(ring.id[k], now, retention_)) {
-      out[n++] = CounterSlot{ring.id[k], ring.value[k]};
-    }
-  }
-  return n;
+  return rings_.live_slots(r.dense - 1, period_clock(now, retention_), out);
 }
 
 size_t CounterTable::series(uint64_t hash, const CounterKey& key, uint64_t now, CounterSlot* out,
@@ -388,17 +356,13 @@ bool CounterTable::empty_after_expiry(Record& r, uint64_t now) {
     }
     return r.n_inline == 0;
   }
-  Dense& ring = dense_[r.dense - 1];
-  bool any = false;
-  for (size_t k = 0; k < ring.id.size(); ++k) {
-    if (ring.id[k] == 0) continue;
-    if (!period_live(ring.id[k], now, retention_)) {
-      ring.id[k] = 0;
-    } else {
-      any = true;
-    }
-  }
-  return !any;
+  const PeriodClock clock = period_clock(now, retention_);
+  rings_.advance(r.dense - 1, clock);
+  CounterSlot* live = report_scratch_.data();
+  const size_t n = rings_.live_slots(r.dense - 1, clock, live);
+  if (n == 0) return true;  // erase_at releases the ring
+  if (n <= kInlineSlots) to_inline(r, live, n);
+  return false;
 }
 
 size_t CounterTable::sweep(size_t& cursor, size_t positions, uint64_t now) {

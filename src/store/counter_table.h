@@ -6,8 +6,9 @@
 // value per live period. Most counters are touched in a few periods only, so
 // a counter keeps up to four (period id, value) slots inline (80-byte
 // record); one touched in more live periods than that moves to a dense ring
-// of one slot per kept period (retention.ten_minute_periods +
-// retention.daily_periods), allocated then and freed when it empties.
+// (counter_rings.h: one value per kept period, and running window sums so a
+// read stays a few cache lines), and back inline when the sweep finds it
+// down to four live periods again.
 //
 // Records live in a slab; an open-addressing index (linear probing, at most
 // 70 % full) maps the key hash to the record. Capacity is fixed at start:
@@ -29,6 +30,7 @@
 #include "store/capacity_budget.h"
 #include "store/counter_change.h"
 #include "store/counter_key.h"
+#include "store/counter_rings.h"
 #include "store/counter_periods.h"
 #include "store/table_memory.h"
 
@@ -43,7 +45,8 @@ class CounterTable {
   CounterTable(size_t max_counters, CounterRetention retention, CapacityBudget* budget = nullptr);
 
   // Adds `delta` to the current 10-minute and daily periods of the counter,
-  // creating it. False when it does not exist and the table is full.
+  // creating it. False when it does not exist and the table is full, or
+  // when it needs a dense ring and the memory for one cannot be had.
   // Values saturate at 2^64-1 (counted).
   // `home` is the shingle that chose the counter's shard (its own, or a
   // pair's unique shingle): kept so a reloaded counter finds its shard.
@@ -53,14 +56,16 @@ class CounterTable {
   bool add_to(uint64_t hash, const CounterKey& key, uint64_t home, uint32_t id, uint64_t delta,
               uint64_t now);
   // The loader: sets the counter's live periods from the durable copy (dead
-  // ones are skipped) without marking it changed. False when the table is full.
+  // ones are skipped) without marking it changed. False when the table is
+  // full (or no ring could be allocated).
   bool restore(uint64_t hash, const CounterKey& key, uint64_t home, const CounterSlot* slots,
                size_t n, uint64_t now);
   // The values in the current periods; both 0 for an unknown counter.
   void current(uint64_t hash, const CounterKey& key, uint64_t now, uint64_t& ten_minutes,
                uint64_t& day) const;
   // The read windows; all 0 for an unknown counter. Returns whether it exists.
-  bool sums(uint64_t hash, const CounterKey& key, uint64_t now, CounterSums& out) const;
+  // Not const: a dense counter's ring is first moved forward to `now`.
+  bool sums(uint64_t hash, const CounterKey& key, uint64_t now, CounterSums& out);
   // The live periods of the counter in id order (10-minute ones first),
   // from the `skip`-th, at most `max`; returns how many were written, and
   // in `total` (when given) how many live periods there are in all.
@@ -84,7 +89,7 @@ class CounterTable {
                    uint64_t delta, const PeriodClock& clock);
   void current_located(uint32_t ref, const PeriodClock& clock, uint64_t& ten_minutes,
                        uint64_t& day) const;
-  bool sums_located(uint32_t ref, uint64_t now, CounterSums& out) const;
+  bool sums_located(uint32_t ref, uint64_t now, CounterSums& out);
 
   // Drops periods older than the retention and counters left empty,
   // looking at `positions` index positions from `cursor` (advanced,
@@ -114,6 +119,7 @@ class CounterTable {
   size_t capacity() const { return max_counters_; }
   size_t memory_bytes() const;
   static size_t record_bytes();  // one counter's record (80)
+  size_t dense_counters() const { return rings_.rings_in_use(); }
   uint64_t saturations() const { return saturations_; }
 
  private:
@@ -137,7 +143,7 @@ class CounterTable {
     CounterRole role;
     uint8_t n_inline : 7;   // slots used (inline mode)
     uint8_t dirty : 1;      // listed in dirty_ (track_changes)
-    uint32_t dense;         // 1 + index into dense_, 0 = inline slots
+    uint32_t dense;         // 1 + ring in rings_, 0 = inline slots
     PackedSlot slots[kInlineSlots];
 
     CounterKey key() const { return CounterKey{prefix, shingle, type, role}; }
@@ -148,10 +154,6 @@ class CounterTable {
   struct Removed {  // a counter the sweep removed, until reported
     CounterKey key;
     uint64_t home;
-  };
-  struct Dense {  // one slot per kept period: ten-minute ring, then daily ring
-    std::vector<uint32_t> id;
-    std::vector<uint64_t> value;
   };
   struct IndexEntry {
     uint32_t tag;  // high 32 bits of the key hash
@@ -170,14 +172,13 @@ class CounterTable {
   size_t live_slots(const Record& r, uint64_t now, CounterSlot* out) const;  // unsorted
   void report_record(CounterChangeSink& sink, const Record& r, uint64_t now);
   void erase_at(size_t pos);
-  void add_to_record(Record& r, uint32_t id, uint64_t delta, const PeriodClock& clock);
-  // The cell of period `id`; for an inline slot the value is copied to
-  // `scratch` and `packed` names the slot to store it back into.
-  uint64_t& cell_for(Record& r, uint32_t id, const PeriodClock& clock, uint64_t& scratch,
-                     PackedSlot*& packed);
-  const uint64_t* find_slot(const Record& r, uint32_t id, uint64_t& scratch) const;
-  void to_dense(Record& r, const PeriodClock& clock);
-  size_t dense_index(uint32_t id) const;
+  // False when the counter needed a ring and none could be allocated.
+  bool add_to_record(Record& r, uint32_t id, uint64_t delta, const PeriodClock& clock);
+  // The inline slot of period `id`, made if missing (dropping dead slots
+  // when the record is full); nullptr when all four hold live periods.
+  PackedSlot* inline_slot(Record& r, uint32_t id, const PeriodClock& clock);
+  bool to_dense(Record& r, const PeriodClock& clock);
+  void to_inline(Record& r, const CounterSlot* live, size_t n);
   bool empty_after_expiry(Record& r, uint64_t now);
   void saturating_add(uint64_t& v, uint64_t delta);
   // The home position comes from the tag's bits, so erase can recompute it.
@@ -192,11 +193,9 @@ class CounterTable {
   std::vector<IndexEntry, TableAllocator<IndexEntry>> index_;
   std::vector<Record, TableAllocator<Record>> records_;
   std::vector<uint32_t> free_records_;
-  std::vector<Dense> dense_;
-  std::vector<uint32_t> free_dense_;
+  CounterRings rings_;
   std::atomic<size_t> live_{0};
   std::atomic<size_t> records_used_{0};  // slab high-water mark
-  std::atomic<size_t> dense_rings_{0};   // rings allocated
   uint64_t saturations_ = 0;
 
   // Change tracking (persistence). A record index may be listed twice when
@@ -207,7 +206,7 @@ class CounterTable {
   size_t dirty_cursor_ = 0, dirty_target_ = 0;
   std::vector<Removed> erased_;
   size_t erased_cursor_ = 0, erased_target_ = 0;
-  std::vector<CounterSlot> report_scratch_;  // one counter's periods
+  std::vector<CounterSlot> report_scratch_;  // one counter's periods (reports, sweep)
 };
 
 template <typename Fn>
