@@ -24,6 +24,7 @@
 #
 #   scripts/soak.sh [MINUTES]
 #     env: STORED=100000 BUILD=build WARMUP_WINDOWS=(10-s windows; default as above)
+#          SYNC=60 (the daemon's `sync` seconds)
 #
 # Prints one line per 10-s window (RSS, and per service: requests answered,
 # lost, wrong, p99), then the verdicts: RSS after the warm-up within 5 % of
@@ -44,6 +45,10 @@ TMP=$(mktemp -d /tmp/shingled-soak.XXXXXX)
 PID=""
 cleanup() {
   if [ -n "$PID" ]; then kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; fi
+  if [ -s "$TMP/daemon.log" ]; then
+    echo "--- the daemon's log (warnings and errors):" >&2
+    tail -n 30 "$TMP/daemon.log" >&2
+  fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -65,6 +70,7 @@ ratelimit {
 }
 pin_workers = true;
 hashfile = "$TMP/db";
+sync = ${SYNC:-60};
 control_socket = "$TMP/ctl.sock";
 EOF
 taskset -c 0,1 "$SHINGLED" --config "$TMP/shingled.conf" --log-level warning >"$TMP/daemon.log" 2>&1 &
@@ -130,6 +136,11 @@ import json,sys; r=json.loads(sys.argv[1])
 cell=lambda s: f\"{s['answered']}/{s['lost']}/{s['wrong']} {s['p99']:.0f}\"
 print(f\"{r['t']:6d} {r['rss_kib']/1024:9.1f} | {cell(r['f']):<26} | {cell(r['c']):<26} | {cell(r['r']):<26}\")" "$line"
 done
+
+# Where replies went missing, as the daemon counts it (its own drops; the
+# rest were lost in the kernel, e.g. at a full client socket).
+"$BUILD/tools/shinglectl" --socket "$TMP/ctl.sock" stats 2>/dev/null |
+  awk '$1 ~ /^(dropped|tx_errors|rx_packets|tx_packets|syncs|last_sync_ms|last_sync_changes)$/ {printf "%s %s  ", $1, $2} END {print ""}'
 
 python3 - "$TMP/windows" "$WARMUP_WINDOWS" <<'PY'
 import json, statistics, sys

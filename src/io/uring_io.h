@@ -17,7 +17,13 @@ namespace shingled {
 
 struct UringOptions {
   unsigned rx_buffers = 4096;  // provided receive buffers, a power of two <= 32768
-  unsigned tx_slots = 1024;    // replies in flight (queued or not yet completed)
+  // Replies in flight (queued, or sent and their completion not yet reaped).
+  // Completions are reaped in order and a burst takes at most 64 packets,
+  // so after a stall (a large sync) up to rx_buffers receive completions
+  // wait ahead of the send completions that would free slots: fewer slots
+  // than that ran out in the soak and dropped replies. Slots are used last
+  // in, first out, so the ones never needed are never touched.
+  unsigned tx_slots = 4096 + 256;
 };
 
 class UringIo final : public PacketIo {
