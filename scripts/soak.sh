@@ -28,9 +28,10 @@
 #
 # Prints one line per 10-s window (RSS, and per service: requests answered,
 # lost, wrong, p99), then the verdicts: RSS after the warm-up within 5 % of
-# its value at the end of the warm-up, nothing lost or wrong, and each
-# service's worst window p99 within 3x its median window p99. Exit 1 if any
-# verdict fails. Stops only the processes it started.
+# its value at the end of the warm-up, nothing lost or wrong in any window,
+# and after the warm-up each service's worst window p99 within 3x its
+# median window p99. Exit 1 if any verdict fails. Stops only the processes
+# it started.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-30}
@@ -140,7 +141,7 @@ done
 # Where replies went missing, as the daemon counts it (its own drops; the
 # rest were lost in the kernel, e.g. at a full client socket).
 "$BUILD/tools/shinglectl" --socket "$TMP/ctl.sock" stats 2>/dev/null |
-  awk '$1 ~ /^(dropped|tx_errors|rx_packets|tx_packets|syncs|last_sync_ms|last_sync_changes)$/ {printf "%s %s  ", $1, $2} END {print ""}'
+  awk '$1 ~ /^(dropped|tx_errors|rx_packets|tx_packets|syncs|last_sync_ms|last_sync_changes|feed_chunks_allocated|feed_chunks_held_back)$/ {printf "%s %s  ", $1, $2} END {print ""}'
 
 python3 - "$TMP/windows" "$WARMUP_WINDOWS" <<'PY'
 import json, statistics, sys
@@ -158,11 +159,15 @@ ok &= growth <= 0.05
 for k, name in (("f", "fuzzy"), ("c", "counters"), ("r", "ratelimit")):
     lost = sum(r[k]["lost"] for r in rows)
     wrong = sum(r[k]["wrong"] for r in rows)
-    p99s = [r[k]["p99"] for r in rows]
+    # Latency is judged after the warm-up, as RSS is: the first syncs
+    # (the fill's hashes, every counter new) are part of warming up.
+    p99s = [r[k]["p99"] for r in rows[warm:]]
     med, worst = statistics.median(p99s), max(p99s)
+    warm_worst = max(r[k]["p99"] for r in rows[:warm])
     stable = worst <= 3 * med
     print(f"{name}: {sum(r[k]['answered'] for r in rows)} answered, {lost} lost, {wrong} wrong; "
-          f"p99 median {med:.0f} us, worst window {worst:.0f} us -> {'stable' if stable else 'UNSTABLE'}")
+          f"p99 after the warm-up: median {med:.0f} us, worst window {worst:.0f} us "
+          f"-> {'stable' if stable else 'UNSTABLE'} (worst during the warm-up {warm_worst:.0f} us)")
     ok &= lost == 0 and wrong == 0 and stable
 print("soak: " + ("passed" if ok else "FAILED"))
 sys.exit(0 if ok else 1)

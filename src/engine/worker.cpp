@@ -150,7 +150,8 @@ void Worker::run(int cpu) {
     // After the replies went out: a sync marker pushed now follows every
     // change this core has acknowledged so far (persist/change_feed.h).
     if (feed_ != nullptr) {
-      feed_->flush(report_counter_changes(feed_->marker_wanted(), kCounterReportBudget, now));
+      const size_t budget = std::min(kCounterReportBudget, feed_->listed_room());
+      feed_->flush(report_counter_changes(feed_->marker_wanted(), budget, now));
     }
   }
   io_->flush();

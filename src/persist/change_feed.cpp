@@ -50,6 +50,7 @@ void ChangeFeed::commit() {
 void ChangeFeed::push_current() {
   ChangeChunk* c = current_;
   current_ = nullptr;
+  ++pushed_;
   if (held_.empty()) {
     if (ChangeChunk** slot = full_.reserve(); slot != nullptr) {
       *slot = c;
@@ -90,6 +91,7 @@ ChangeChunk* ChangeFeed::take() {
 }
 
 void ChangeFeed::recycle(ChangeChunk* chunk) {
+  recycled_.fetch_add(1, std::memory_order_release);
   ChangeChunk** slot = empty_.reserve();
   if (slot == nullptr) {
     delete chunk;

@@ -43,6 +43,7 @@ struct ChangeChunk {
 class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
  public:
   static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
+  static constexpr uint64_t kListedChunksInFlight = 256;  // ~5 MB, 16k changes
 
   ChangeFeed();
   ~ChangeFeed() override;
@@ -64,6 +65,17 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   // sync marker is due and `marker_ready` (then stamped, even when empty);
   // retries chunks held back while the ring was full. Never blocks.
   void flush(bool marker_ready = true);
+  // How many listed changes (counter snapshots, which can wait) the worker
+  // may record now: as many as keep at most kListedChunksInFlight chunks
+  // pushed and not yet given back. Reports at the persistence thread's pace
+  // instead of allocating a chunk for each (a sync of 100k counters, with
+  // the persistence thread on a busy CPU, allocated 85 MB of chunks and
+  // stalled the worker for tens of milliseconds in the soak).
+  size_t listed_room() const {
+    const uint64_t in_flight = pushed_ - recycled_.load(std::memory_order_acquire);
+    if (in_flight >= kListedChunksInFlight) return 0;
+    return size_t(kListedChunksInFlight - in_flight) * ChangeChunk::kCapacity;
+  }
   // Changes recorded, chunks allocated because none came back in time, and
   // chunks held back in a queue because the ring was full (both rare).
   uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
@@ -94,6 +106,8 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   ChangeChunk* current_ = nullptr;
   std::deque<ChangeChunk*> held_;  // pushed while full_ was full, in order
   uint64_t marked_epoch_ = 0;
+  uint64_t pushed_ = 0;  // chunks pushed (or held back to be), worker only
+  std::atomic<uint64_t> recycled_{0};  // chunks given back, persistence thread
   std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> allocated_{0};
   std::atomic<uint64_t> held_back_{0};

@@ -16,23 +16,25 @@ uint64_t saturating_sum(uint64_t value, uint64_t delta, bool& saturated) {
 }
 }  // namespace
 
-CounterRings::CounterRings(CounterRetention retention, size_t max_rings)
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+// Units mapped one by one before regions are used: about two huge pages.
+constexpr size_t kSmallMappingBytes = 2 * kHugePage;
+}  // namespace
+
+CounterRings::CounterRings(CounterRetention retention)
     : ten_n_(retention.ten_minute_periods),
       day_n_(retention.daily_periods),
       hour_w_(std::min<uint32_t>(6, ten_n_)),
       day_w_(std::min<uint32_t>(144, ten_n_)),
       week_w_(std::min<uint32_t>(7, day_n_)),
       two_weeks_w_(std::min<uint32_t>(14, day_n_)),
-      block_bytes_(bytes_per_ring(retention)) {
-  // Chunks of a huge page for a table that can hold many rings (a random
-  // access into gigabytes of rings would otherwise pay a TLB miss each),
-  // small ones for a small table, which would waste most of a huge page.
-  const size_t per_huge_page = std::max<size_t>(1, (size_t(2) << 20) / block_bytes_);
-  chunk_rings_ = max_rings >= 4 * per_huge_page ? per_huge_page : 64;
-}
+      block_bytes_(bytes_per_ring(retention)),
+      unit_bytes_(kRingsPerUnit * block_bytes_),
+      units_per_region_(std::max<size_t>(1, kHugePage / unit_bytes_)) {}
 
 CounterRings::~CounterRings() {
-  for (std::byte* chunk : chunks_) free_table_memory(chunk, chunk_rings_ * block_bytes_);
+  for (const Mapping& m : mappings_) free_table_memory(m.at, m.bytes);
 }
 
 size_t CounterRings::bytes_per_ring(CounterRetention retention) {
@@ -42,8 +44,31 @@ size_t CounterRings::bytes_per_ring(CounterRetention retention) {
   return (bytes + 63) / 64 * 64;
 }
 
-size_t CounterRings::memory_bytes() const {
-  return chunk_count_.load(std::memory_order_relaxed) * chunk_rings_ * block_bytes_;
+size_t CounterRings::memory_bytes() const { return mapped_bytes_.load(std::memory_order_relaxed); }
+
+// The next unit of rings: mapped alone while the shard holds little, else
+// carved from the current 2 MiB region (a new one when it is used up).
+bool CounterRings::add_unit() {
+  const size_t mapped = mapped_bytes_.load(std::memory_order_relaxed);
+  if (mapped < kSmallMappingBytes || units_per_region_ == 1) {
+    void* unit = allocate_table_memory(unit_bytes_, false);
+    if (unit == nullptr) return false;
+    mappings_.push_back(Mapping{static_cast<std::byte*>(unit), unit_bytes_});
+    mapped_bytes_.store(mapped + unit_bytes_, std::memory_order_relaxed);
+    units_.push_back(static_cast<std::byte*>(unit));
+    return true;
+  }
+  if (region_units_left_ == 0) {
+    const size_t bytes = std::max(units_per_region_ * unit_bytes_, kHugePage);
+    void* region = allocate_table_memory(bytes, false);
+    if (region == nullptr) return false;
+    mappings_.push_back(Mapping{static_cast<std::byte*>(region), bytes});
+    mapped_bytes_.store(mapped + bytes, std::memory_order_relaxed);
+    region_units_left_ = units_per_region_;
+  }
+  units_.push_back(mappings_.back().at + (units_per_region_ - region_units_left_) * unit_bytes_);
+  --region_units_left_;
+  return true;
 }
 
 uint32_t CounterRings::allocate(const PeriodClock& clock) {
@@ -52,12 +77,7 @@ uint32_t CounterRings::allocate(const PeriodClock& clock) {
     ring = free_.back();
     free_.pop_back();
   } else {
-    if (next_ == chunks_.size() * chunk_rings_) {
-      void* chunk = allocate_table_memory(chunk_rings_ * block_bytes_, false);
-      if (chunk == nullptr) return kNoRing;
-      chunks_.push_back(static_cast<std::byte*>(chunk));
-      chunk_count_.store(chunks_.size(), std::memory_order_relaxed);
-    }
+    if (next_ == units_.size() * kRingsPerUnit && !add_unit()) return kNoRing;
     ring = next_++;
   }
   new (block(ring)) Head{period_of(clock.ten_minute), period_of(clock.daily), 0, 0, 0, 0, 0, 0, 0};

@@ -22,9 +22,13 @@
 // its own slot while the ring still holds that period, and is dropped past
 // it.
 //
-// Rings are fixed-size blocks in chunks that are allocated as needed and
-// kept for reuse (a free list), so memory is bounded by the counters that
-// are dense at once. Owner thread only, like the table.
+// Rings are fixed-size blocks in units of 64, allocated as needed and kept
+// for reuse (a free list), so memory is bounded by the counters that are
+// dense at once. A shard's first units are mapped one by one (86 KB at the
+// default retention: a shard with few busy counters wastes little); once it
+// holds a few huge pages' worth, further units are carved from 2 MiB
+// regions on huge pages, where a random access into gigabytes of rings does
+// not pay a TLB miss. Owner thread only, like the table.
 #pragma once
 
 #include <atomic>
@@ -40,9 +44,7 @@ namespace shingled {
 
 class CounterRings {
  public:
-  // `max_rings`: at most how many can be in use at once (the table's
-  // capacity); it only sizes the chunks.
-  CounterRings(CounterRetention retention, size_t max_rings);
+  explicit CounterRings(CounterRetention retention);
   ~CounterRings();
   CounterRings(const CounterRings&) = delete;
   CounterRings& operator=(const CounterRings&) = delete;
@@ -71,7 +73,7 @@ class CounterRings {
   size_t live_slots(uint32_t ring, const PeriodClock& clock, CounterSlot* out) const;
 
   size_t rings_in_use() const { return in_use_.load(std::memory_order_relaxed); }
-  // Bytes held by ring chunks (any thread: approximate).
+  // Bytes mapped for rings (any thread: approximate).
   size_t memory_bytes() const;
   static size_t bytes_per_ring(CounterRetention retention);
 
@@ -88,11 +90,12 @@ class CounterRings {
   };
   static_assert(sizeof(Head) == 64);
   static constexpr uint64_t kBigValue = uint64_t(1) << 52;
+  static constexpr size_t kRingsPerUnit = 64;
 
   // A block: the head, then ten_n_ ten-minute values, then day_n_ daily
   // ones, in raw storage (a Head is constructed there by allocate()).
   std::byte* block(uint32_t ring) const {
-    return chunks_[ring / chunk_rings_] + (ring % chunk_rings_) * block_bytes_;
+    return units_[ring / kRingsPerUnit] + (ring % kRingsPerUnit) * block_bytes_;
   }
   Head& head(uint32_t ring) const { return *std::launder(reinterpret_cast<Head*>(block(ring))); }
   uint64_t* ten_values(uint32_t ring) const {
@@ -128,11 +131,20 @@ class CounterRings {
   uint32_t hour_w_, day_w_;        // window lengths in ten-minute periods, at most ten_n_
   uint32_t week_w_, two_weeks_w_;  // in days, at most day_n_
   size_t block_bytes_;             // a whole number of cache lines
-  size_t chunk_rings_;
-  std::vector<std::byte*> chunks_;  // table memory (table_memory.h)
+  bool add_unit();
+
+  struct Mapping {  // table memory (table_memory.h), unmapped at the end
+    std::byte* at;
+    size_t bytes;
+  };
+  size_t unit_bytes_;        // kRingsPerUnit rings
+  size_t units_per_region_;  // units carved from one 2 MiB region
+  std::vector<std::byte*> units_;
+  std::vector<Mapping> mappings_;
+  size_t region_units_left_ = 0;  // in the newest region
   std::vector<uint32_t> free_;
-  uint32_t next_ = 0;  // rings handed out from the chunks so far
-  std::atomic<size_t> chunk_count_{0};
+  uint32_t next_ = 0;  // rings handed out from the units so far
+  std::atomic<size_t> mapped_bytes_{0};
   std::atomic<size_t> in_use_{0};
 };
 

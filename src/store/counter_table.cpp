@@ -19,7 +19,7 @@ size_t index_size_for(size_t max_counters) {
 size_t CounterTable::record_bytes() { return sizeof(Record); }
 
 CounterTable::CounterTable(size_t max_counters, CounterRetention retention, CapacityBudget* budget)
-    : retention_(retention), max_counters_(max_counters), budget_(budget), rings_(retention, max_counters) {
+    : retention_(retention), max_counters_(max_counters), budget_(budget), rings_(retention) {
   if (retention_.ten_minute_periods == 0 || retention_.daily_periods == 0) {
     throw std::invalid_argument("counter retention must keep at least one period of each kind");
   }

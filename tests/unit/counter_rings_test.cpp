@@ -155,8 +155,31 @@ TEST(CounterRings, a_busy_counter_goes_dense_and_comes_back_inline_when_it_quiet
       << "one more record; the released ring was reused";
 }
 
+TEST(CounterRings, thousands_of_rings_spill_into_huge_page_regions_and_keep_every_value) {
+  // Past 4 MiB of rings a shard carves units from 2 MiB regions: rings on
+  // both sides of that switch, and across regions, keep their own values.
+  CounterTable table(6000, CounterRetention{});
+  constexpr uint64_t kBusy = 5000;  // 6.7 MB of rings
+  for (int period = 0; period < 6; ++period) {
+    for (uint64_t c = 0; c < kBusy; ++c) {
+      ASSERT_TRUE(table.add(h(c), key(c), 0, c + 1, kT0 + 600 * uint64_t(period)));
+    }
+  }
+  EXPECT_EQ(table.dense_counters(), kBusy);
+  const size_t ring_bytes = CounterRings::bytes_per_ring(CounterRetention{});
+  const size_t records = kBusy * CounterTable::record_bytes();
+  EXPECT_LE(table.memory_bytes(), records + kBusy * ring_bytes + (size_t(6) << 20))
+      << "at most a few units and one region beyond what the rings need (and the index)";
+  for (uint64_t c = 0; c < kBusy; ++c) {
+    CounterSums s;
+    ASSERT_TRUE(table.sums(h(c), key(c), kT0 + 3000, s));
+    ASSERT_EQ(s.last_hour, 6 * (c + 1)) << c;
+    ASSERT_EQ(s.current_ten_minutes, c + 1) << c;
+  }
+}
+
 TEST(CounterRings, running_sums_stay_exact_while_values_saturate) {
-  CounterRings rings(CounterRetention{}, 8);
+  CounterRings rings(CounterRetention{});
   PeriodClock clock = period_clock(kT0, CounterRetention{});
   const uint32_t ring = rings.allocate(clock);
   EXPECT_TRUE(rings.add(ring, clock.ten_minute, UINT64_MAX - 1));
@@ -180,7 +203,7 @@ TEST(CounterRings, running_sums_stay_exact_while_values_saturate) {
 
 TEST(CounterRings, a_write_for_a_period_the_ring_no_longer_holds_is_dropped) {
   CounterRetention r{6, 2};
-  CounterRings rings(r, 8);
+  CounterRings rings(r);
   const uint32_t ring = rings.allocate(period_clock(kT0 + 86400 * 3, r));
   // A clock stepped back four days: the ten-minute period is gone from the
   // ring (6 periods) and so is the day (2 days).

@@ -20,6 +20,7 @@
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 #include "persist/persister.h"
+#include "store/counter_table.h"
 #include "store/fuzzy_store.h"
 #include "store_test_support.h"
 #include "temp_dir.h"
@@ -90,6 +91,41 @@ std::vector<ChangeChunk*> take_all(ChangeFeed& feed) {
   std::vector<ChangeChunk*> out;
   while (ChangeChunk* c = feed.take()) out.push_back(c);
   return out;
+}
+
+TEST(ChangeFeed, listed_changes_wait_for_chunks_to_come_back_instead_of_allocating) {
+  // A sync of 100k changed counters while the persistence thread takes
+  // nothing: the worker reports only what keeps kListedChunksInFlight
+  // chunks out, then waits (the soak saw 85 MB of chunks allocated).
+  ChangeFeed feed;
+  CounterTable table(100'000, CounterRetention{});
+  table.track_changes();
+  constexpr uint64_t kNow = 1'700'438'400;
+  for (uint64_t i = 0; i < 100'000; ++i) {
+    ASSERT_TRUE(table.add(i * 0x9E3779B97F4A7C15ull, CounterKey{1, i, 14, CounterRole::plain}, i,
+                          1, kNow));
+  }
+  table.begin_report();
+  size_t reported = 0;
+  for (int loop = 0; loop < 1000 && !table.report_done(); ++loop) {
+    reported += table.report(feed, feed.listed_room(), kNow);
+    feed.flush(false);
+  }
+  EXPECT_FALSE(table.report_done()) << "nothing was given back, yet everything went out";
+  EXPECT_EQ(reported, ChangeFeed::kListedChunksInFlight * ChangeChunk::kCapacity);
+  EXPECT_LE(feed.chunks_allocated(), ChangeFeed::kListedChunksInFlight + 1);
+  // The persistence thread drains and gives chunks back: the rest follows,
+  // in the same chunks.
+  for (int loop = 0; loop < 100000 && !table.report_done(); ++loop) {
+    while (ChangeChunk* c = feed.take()) feed.recycle(c);
+    reported += table.report(feed, feed.listed_room(), kNow);
+    feed.flush(false);
+  }
+  EXPECT_TRUE(table.report_done());
+  EXPECT_EQ(reported, 100'000u);
+  EXPECT_LE(feed.chunks_allocated(), ChangeFeed::kListedChunksInFlight + 1)
+      << "chunks given back were not reused";
+  while (ChangeChunk* c = feed.take()) feed.recycle(c);
 }
 
 TEST(ChangeFeed, full_chunks_go_at_once_partial_ones_at_flush) {
