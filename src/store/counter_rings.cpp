@@ -180,24 +180,18 @@ void CounterRings::scan_sums(uint32_t ring, CounterSums& out) const {
 }
 
 size_t CounterRings::live_slots(uint32_t ring, const PeriodClock& clock, CounterSlot* out) const {
-  const Head& h = head(ring);
-  size_t n = 0;
-  // The oldest period held, or the oldest live at the clock's time if later.
-  const auto first = [](uint32_t newest, uint32_t size, uint32_t oldest_live) {
-    const uint32_t oldest_held = newest + 1 >= size ? newest + 1 - size : 0;
-    return std::max(oldest_held, oldest_live);
+  // From the oldest period held, or the oldest live at the clock's time if
+  // later, to the newest (whose value is in the head).
+  const auto list = [out](const Granularity& g, uint32_t oldest_live, uint32_t id_bits, size_t n) {
+    const uint32_t oldest_held = g.newest + 1 >= g.size ? g.newest + 1 - g.size : 0;
+    for (uint32_t p = std::max(oldest_held, oldest_live); p <= g.newest; ++p) {
+      const uint64_t v = p == g.newest ? g.current : g.values[p % g.size];
+      if (v != 0) out[n++] = CounterSlot{p | id_bits, v};
+    }
+    return n;
   };
-  for (uint32_t p = first(h.ten_head, ten_n_, period_of(clock.oldest_ten_minute)); p <= h.ten_head;
-       ++p) {
-    const uint64_t v = p == h.ten_head ? h.ten_current : ten_values(ring)[p % ten_n_];
-    if (v != 0) out[n++] = CounterSlot{ten_minute_id(p), v};
-  }
-  for (uint32_t p = first(h.day_head, day_n_, period_of(clock.oldest_daily)); p <= h.day_head;
-       ++p) {
-    const uint64_t v = p == h.day_head ? h.day_current : day_values(ring)[p % day_n_];
-    if (v != 0) out[n++] = CounterSlot{daily_id(p), v};
-  }
-  return n;
+  const size_t n = list(ten(ring), period_of(clock.oldest_ten_minute), 0, 0);
+  return list(day(ring), period_of(clock.oldest_daily), kDailyBit, n);
 }
 
 }  // namespace shingled
