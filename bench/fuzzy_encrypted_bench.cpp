@@ -44,7 +44,8 @@ struct World {
     }
     server = generate_keypair();
     Config c;
-    service = std::make_unique<FuzzyService>(*store, c, std::vector<Keypair>{server});
+    sealer = std::make_unique<Sealer>(std::vector<Keypair>{server});
+    service = std::make_unique<FuzzyService>(*store, c, *sealer);
     peer.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
 
@@ -82,6 +83,7 @@ struct World {
   }
 
   std::unique_ptr<FuzzyStore> store;
+  std::unique_ptr<Sealer> sealer;
   std::unique_ptr<FuzzyService> service;
   Keypair server;
   sockaddr_in peer{};

@@ -22,7 +22,7 @@ struct KeyRow {
 
 std::vector<KeyRow> collect_keys(const Engine& engine) {
   std::vector<KeyRow> keys;
-  for (const Keypair& kp : engine.service().keypairs()) {
+  for (const Keypair& kp : engine.sealer().keypairs()) {
     keys.push_back(KeyRow{base32_encode(kp.public_key, sizeof kp.public_key)});
   }
   for (unsigned w = 0; w < engine.worker_count(); ++w) {

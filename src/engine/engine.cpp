@@ -11,7 +11,10 @@ namespace shingled {
 
 Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs,
                CounterStore* counters, BucketStore* buckets)
-    : config_(config), store_(store), service_(store, config, std::move(keypairs)) {
+    : config_(config),
+      store_(store),
+      sealer_(std::move(keypairs), config.encrypted_only),
+      service_(store, config, sealer_) {
   if (counters != nullptr && !config_.counters_bind_sockets.empty()) {
     counter_service_ = std::make_unique<CounterService>(*counters, config_);
   }
@@ -21,6 +24,7 @@ Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> key
   const std::vector<int> cpus = allowed_cpus();
   worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
   if (worker_count_ > store_.shard_count()) worker_count_ = store_.shard_count();
+  shards_ = ShardMap(worker_count_);
   rings_.reserve(size_t(worker_count_) * worker_count_);
   for (unsigned i = 0; i < worker_count_ * worker_count_; ++i) {
     // The diagonal (a worker to itself) is never used; keep it tiny.
@@ -47,14 +51,16 @@ constexpr unsigned kPortGraceMs = 3000;
 }  // namespace
 
 bool Engine::start(std::string& error) {
-  std::vector<ListenAddress> listeners = config_.bind_sockets;
-  if (counter_service_ != nullptr) {
-    listeners.insert(listeners.end(), config_.counters_bind_sockets.begin(),
-                     config_.counters_bind_sockets.end());
-  }
-  if (ratelimit_service_ != nullptr) {
-    listeners.insert(listeners.end(), config_.ratelimit_bind_sockets.begin(),
-                     config_.ratelimit_bind_sockets.end());
+  std::vector<ListenAddress> listeners;
+  served_.clear();
+  listener_service_.clear();
+  for (const ServiceRow& row : service_rows()) {
+    const std::vector<ListenAddress>* own = row.listeners(*this);
+    if (own == nullptr) continue;
+    const auto id = uint8_t(served_.size());
+    served_.push_back(&row);
+    listeners.insert(listeners.end(), own->begin(), own->end());
+    listener_service_.insert(listener_service_.end(), own->size(), id);
   }
   // The kernel's sockets matter only to the kernel backends: with DPDK the
   // host's own use of a port is another stack's business.

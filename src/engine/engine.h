@@ -1,7 +1,8 @@
-// The engine: the store, the workers (one per core, pinned), the SPSC rings
-// between every pair of them, and the shard -> owner map. Start-up opens
-// every socket before any worker runs, so a bind error stops the daemon
-// before it answers anything.
+// The engine: the stores and the shared part of each service, the workers
+// (one per core, pinned), the SPSC rings between every pair of them, the
+// shard -> owner map and the service table's served rows with their
+// listeners. Start-up opens every socket before any worker runs, so a bind
+// error stops the daemon before it answers anything.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,9 @@
 #include "engine/ratelimit_service.h"
 #include "engine/inbox_message.h"
 #include "common/spsc_ring.h"
+#include "engine/sealer.h"
+#include "engine/service_table.h"
+#include "engine/shard_map.h"
 #include "engine/worker.h"
 #include "persist/change_feed.h"
 #include "store/fuzzy_store.h"
@@ -59,32 +63,33 @@ class Engine {
   const FuzzyStore& store() const { return store_; }
   FuzzyService& service() { return service_; }
   const FuzzyService& service() const { return service_; }
+  const Sealer& sealer() const { return sealer_; }
   const Config& config() const { return config_; }
-
-  unsigned owner_of_shard(unsigned shard) const { return shard % worker_count_; }
-  // Counter shards have their own numbering (CounterStore::shard_of).
-  unsigned owner_of_counter_shard(unsigned shard) const { return shard % worker_count_; }
+  const ShardMap& shards() const { return shards_; }
   CounterService* counter_service() { return counter_service_.get(); }
   const CounterService* counter_service() const { return counter_service_.get(); }
   RatelimitService* ratelimit_service() { return ratelimit_service_.get(); }
   const RatelimitService* ratelimit_service() const { return ratelimit_service_.get(); }
-  // Listeners: the fuzzy bind_sockets first, then the counters' ones (when
-  // served), then the rate limits' ones (when served).
-  uint16_t fuzzy_listener_count() const { return uint16_t(config_.bind_sockets.size()); }
-  uint16_t ratelimit_listener_start() const {
-    return uint16_t(fuzzy_listener_count() +
-                    (counter_service_ ? config_.counters_bind_sockets.size() : 0));
-  }
+  // The service table's rows that are served, in table order; a row's
+  // position here is its id in inbox messages. Listeners are numbered in
+  // the same order (each served row's sockets in config order), and
+  // listener_service() names the id that owns one.
+  const std::vector<const ServiceRow*>& served() const { return served_; }
+  uint8_t listener_service(uint16_t listener) const { return listener_service_[listener]; }
   SpscRing<InboxMessage>& ring(unsigned from, unsigned to) { return *rings_[from * worker_count_ + to]; }
   Worker& worker_mut(unsigned i) { return *workers_[i]; }
 
  private:
   Config config_;
   FuzzyStore& store_;
+  Sealer sealer_;
   FuzzyService service_;
   std::unique_ptr<CounterService> counter_service_;
   std::unique_ptr<RatelimitService> ratelimit_service_;
   unsigned worker_count_ = 0;
+  ShardMap shards_{1};
+  std::vector<const ServiceRow*> served_;
+  std::vector<uint8_t> listener_service_;  // per listener: its row in served_
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;

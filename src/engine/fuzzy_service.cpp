@@ -5,8 +5,6 @@
 // are opened here and their replies sealed here; nothing downstream knows.
 #include "engine/fuzzy_service.h"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -14,40 +12,14 @@
 
 namespace shingled {
 
-FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, std::vector<Keypair> keypairs)
-    : store_(store),
-      allow_update_(config.allow_update),
-      keypairs_(std::move(keypairs)),
-      encrypted_only_(config.encrypted_only) {
-  if (sodium_init() < 0) __builtin_trap();  // libsodium cannot work at all
-}
+FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer& sealer)
+    : store_(store), allow_update_(config.allow_update), sealer_(sealer) {}
 
 size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                             WorkerContext& ctx, uint8_t* out) const {
   if (!seal.encrypted) return fuzzy::encode_reply(r, req.epoch, out);
-  return seal_reply(seal, ctx, out,
-                    fuzzy::encode_reply(r, req.epoch, out + crypto::kReplyHeaderSize));
-}
-
-// nonce | MAC | sealed body, with a fresh nonce for every reply (spec 10.3).
-bool FuzzyService::open_if_sealed(const uint8_t*& data, size_t& len, WorkerContext& ctx,
-                                  ReplySeal& seal, uint8_t* plain, size_t max_plain,
-                                  size_t min_len) const {
-  if (len < sizeof crypto::kMagic || std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) != 0) {
-    return true;
-  }
-  size_t plain_len = 0;
-  if (!open(data, len, ctx, seal, plain, max_plain, plain_len, min_len)) return false;
-  data = plain;
-  len = plain_len;
-  return true;
-}
-
-size_t FuzzyService::seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out,
-                                size_t len) const {
-  ctx.nonces.next(out);
-  crypto::seal_in_place(seal.nm, out, out + crypto::kReplyHeaderSize, len, out + crypto::kNonceSize);
-  return crypto::kReplyHeaderSize + len;
+  return sealer_.seal_reply(seal, ctx, out,
+                            fuzzy::encode_reply(r, req.epoch, out + crypto::kReplyHeaderSize));
 }
 
 // A refusal or error (spec 6.3): the code in `value`, prob 0, the request's
@@ -70,52 +42,6 @@ fuzzy::Reply FuzzyService::acknowledgement(const fuzzy::Request& req) const {
   return r;
 }
 
-bool FuzzyService::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal,
-                        uint8_t* plain, size_t max_plain, size_t& plain_len,
-                        size_t min_len) const {
-  WorkerStats& stats = ctx.stats;
-  if (keypairs_.empty()) {  // rspamd drops these too (spec 7 step 3)
-    stats.encrypted_without_key.add();
-    return false;
-  }
-  crypto::EncryptedRequestHeader h;
-  if (!crypto::parse_encrypted_request(data, len, h, min_len)) {
-    stats.decrypt_failures.add();
-    return false;
-  }
-  // The key id picks the keypair; an unknown id falls back to the default
-  // (the first configured), as rspamd falls back to its default (spec 11.4).
-  unsigned k = 0;
-  for (unsigned i = 0; i < keypairs_.size(); ++i) {
-    if (std::memcmp(h.key_id, keypairs_[i].key_id(), crypto::kKeyIdSize) == 0) {
-      k = i;
-      break;
-    }
-  }
-  stats.encrypted_requests.add();
-  stats.key_requests[k].add();
-  bool missed = false;
-  const uint8_t* nm = ctx.keys.get(h.client_pk, k, keypairs_[k], missed);
-  if (missed) stats.key_cache_misses.add();
-  plain_len = h.body_len;
-  if (nm == nullptr || plain_len > max_plain) {
-    stats.decrypt_failures.add();
-    stats.key_decrypt_failures[k].add();
-    return false;
-  }
-  // Opened straight from the datagram: `plain` receives bytes only when the
-  // MAC holds, so nothing of a failed request goes further.
-  if (!crypto::open_into(nm, h.nonce, h.mac, h.body, plain_len, plain)) {
-    stats.decrypt_failures.add();
-    stats.key_decrypt_failures[k].add();
-    return false;
-  }
-  seal.encrypted = true;
-  seal.keypair = static_cast<uint8_t>(k);
-  std::memcpy(seal.nm, nm, crypto::kKeySize);
-  return true;
-}
-
 FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
                                                const sockaddr* peer, WorkerContext& ctx,
                                                fuzzy::Request& req, ReplySeal& seal,
@@ -129,7 +55,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   if (len >= crypto::kRequestHeaderSize + fuzzy::kHeaderSize &&
       std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
     size_t plain_len = 0;
-    if (!open(data, len, ctx, seal, plain, fuzzy::kMaxRead, plain_len)) return Disposition::drop;
+    if (!sealer_.open(data, len, ctx, seal, plain, fuzzy::kMaxRead, plain_len)) return Disposition::drop;
     data = plain;
     len = plain_len;
   }
@@ -140,7 +66,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   }
 
   // A plain request to an encrypted_only storage: 403, in plain (spec 7.9).
-  if (encrypted_only_ && !seal.encrypted) {
+  if (sealer_.encrypted_only() && !seal.encrypted) {
     stats.encrypted_only_refused.add();
     reply_len = encode(req, seal, refusal(req, fuzzy::kResultForbidden), ctx, reply);
     return Disposition::reply;

@@ -10,65 +10,24 @@
 #include <vector>
 
 #include "common/config.h"
-#include "engine/shared_key_cache.h"
+#include "engine/index_sink.h"
+#include "engine/sealer.h"
 #include "engine/stats.h"
+#include "engine/worker_context.h"
 #include "store/fuzzy_store.h"
-#include "wire/cryptobox.h"
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
-#include "wire/keypair_text.h"
-#include "wire/nonce_source.h"
 
 namespace shingled {
 
-// Receives the shingle index inserts of a WRITE, to be applied by the owner
-// of each index shard (directly when that is this core, else via its inbox).
-class IndexSink {
- public:
-  virtual ~IndexSink() = default;
-  virtual void add(unsigned shard, uint64_t key_hash, uint32_t ref) = 0;
-};
-
-// The sink for one core that owns every shard (tests, tools, fuzzing):
-// inserts at once.
-class DirectIndexSink final : public IndexSink {
- public:
-  explicit DirectIndexSink(FuzzyStore& store) : store_(store) {}
-  void add(unsigned shard, uint64_t key_hash, uint32_t ref) override {
-    store_.index_insert(shard, key_hash, ref);
-  }
-
- private:
-  FuzzyStore& store_;
-};
-
-// What one worker core brings to request handling: its counters, its cache
-// of shared keys, its nonce source and, when the daemon persists, the feed
-// its changes go to. Never shared between threads.
-struct WorkerContext {
-  explicit WorkerContext(size_t key_cache_size) : keys(key_cache_size) {}
-  WorkerStats stats;
-  SharedKeyCache keys;
-  crypto::NonceSource nonces;
-  FuzzyChangeSink* changes = nullptr;  // null: nothing is persisted
-};
-
-// How the reply to one request must be sent: plain, or sealed with the
-// shared key of the keypair the request was encrypted to.
-struct ReplySeal {
-  bool encrypted = false;
-  uint8_t keypair = 0;
-  uint8_t nm[crypto::kKeySize];
-};
-
 class FuzzyService {
  public:
-  // `keypairs` are decoded and checked; the first is the default.
-  FuzzyService(FuzzyStore& store, const Config& config, std::vector<Keypair> keypairs = {});
+  // `sealer`: the keypairs encrypted requests are opened with (and whether
+  // plain ones are refused); it outlives the service.
+  FuzzyService(FuzzyStore& store, const Config& config, const Sealer& sealer);
 
   FuzzyStore& store() { return store_; }
   const FuzzyStore& store() const { return store_; }
-  const std::vector<Keypair>& keypairs() const { return keypairs_; }
 
   // drop: no reply. reply: the reply is written. check: a CHECK to look up
   // (answer_check). update: a WRITE/DEL for the digest's owner (apply_update).
@@ -104,33 +63,13 @@ class FuzzyService {
   size_t encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                 WorkerContext& ctx, uint8_t* out) const;
 
- public:
-  // Opens a datagram encrypted to one of the keypairs (rspamd's cryptobox
-  // envelope, shared by every shingled protocol) into `plain` (at most
-  // `max_plain` bytes); false (counted) when it cannot. `min_len`: the
-  // protocol's smallest encrypted datagram.
-  bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
-            size_t max_plain, size_t& plain_len,
-            size_t min_len = crypto::kMinFuzzyEncrypted) const;
-  // The first step of every other protocol: a datagram that starts with the
-  // cryptobox magic is opened into `plain` (at most `max_plain` bytes) and
-  // `data`/`len` then point at the plain request; any other is left as it
-  // is, `seal` plain. False (counted) when a sealed one cannot be opened.
-  bool open_if_sealed(const uint8_t*& data, size_t& len, WorkerContext& ctx, ReplySeal& seal,
-                      uint8_t* plain, size_t max_plain, size_t min_len) const;
-  // Seals the `len` plain bytes at out + crypto::kReplyHeaderSize in place:
-  // nonce | MAC | ciphertext. Returns the whole length.
-  size_t seal_reply(const ReplySeal& seal, WorkerContext& ctx, uint8_t* out, size_t len) const;
-  bool encrypted_only() const { return encrypted_only_; }
-
  private:
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
   fuzzy::Reply refusal(const fuzzy::Request& req, int32_t code) const;
 
   FuzzyStore& store_;
   std::vector<Network> allow_update_;
-  std::vector<Keypair> keypairs_;
-  bool encrypted_only_;
+  const Sealer& sealer_;
 };
 
 }  // namespace shingled

@@ -1,99 +1,68 @@
-// The fixed-size message one worker core sends another through its SPSC
-// ring: either a fuzzy update for the owner of the digest's shard (which
-// applies it and replies to the client itself), or a batch of shingle index
-// inserts for the owner of those index shards.
+// The fixed-size message one worker core sends another through their SPSC
+// ring (engine/outbox.h). It names the service it is for (its row in the
+// engine's service table) and a kind that service defines; the payload is
+// that service's own trivially copyable struct. The worker itself uses one
+// kind: batches of shingle index inserts for the owner of their shards.
+// The services' messages: a fuzzy WRITE/DEL for the digest's owner, a
+// counter series request for its owner (both answer the client
+// themselves), and the parts and replies of requests fanned out to owner
+// cores (engine/fanout_router.h) for counters and rate limits.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
+#include <cstddef>
 #include <cstdint>
+#include <new>
+#include <type_traits>
 
-#include "engine/fuzzy_service.h"
-#include "engine/return_address.h"
-#include "store/bucket_table.h"
-#include "store/counter_store.h"
 #include "store/fuzzy_store.h"
-#include "wire/fuzzy_request.h"
 
 namespace shingled {
 
 struct InboxMessage {
-  enum Kind : uint8_t {
-    fuzzy_update,
-    index_batch,
-    counter_part,
-    counter_reply,
-    ratelimit_part,
-    ratelimit_reply,
-  };
-  static constexpr unsigned kIndexBatch = 24;
-  static constexpr unsigned kCounterPart = 7;   // entries per part message
-  static constexpr unsigned kCounterReply = 6;  // results per reply message
-  static constexpr unsigned kRatelimitPart = 5;   // bucket calls per part message
-  static constexpr unsigned kRatelimitReply = 7;  // bucket results per reply message
+  // 472 bytes a message, as before services had their own payloads: large
+  // enough for a fuzzy update with its return address and seal.
+  static constexpr size_t kPayloadSize = 464;
+  static constexpr uint8_t kWorker = 0xff;  // `service` of the worker's own messages
+  static constexpr uint8_t kIndexBatch = 0; // the worker's one kind
 
-  Kind kind;
-  ReturnAddress from;  // fuzzy_update, counter series: where the owner answers
-  ReplySeal seal;      // fuzzy_update, counter series: how to answer (plain, or sealed)
-  struct IndexItems {
-    uint32_t count;
-    IndexInsert items[kIndexBatch];
-  };
-  // Entries of a counter request for the owner of their shards. A series
-  // request travels whole and its owner answers the client itself
-  // (listener and peer above); the others come back as counter_reply.
-  struct CounterPart {
-    uint16_t origin;      // worker that holds the request
-    uint16_t slot;        // its pending slot
-    uint32_t generation;  // of that slot, so a late answer to a reused slot is ignored
-    uint8_t count;
-    bool series;
-    bool last;            // the request's last part for this owner (see Worker)
-    uint8_t op;           // series: for the reply header
-    uint16_t series_max;  // series: periods the reply may carry (CounterService::accept)
-    uint32_t tag;
-    uint8_t index[kCounterPart];  // entry positions in the request
-    CounterOp ops[kCounterPart];
-  };
-  struct CounterReply {
-    uint16_t slot;
-    uint32_t generation;
-    uint8_t count;
-    bool last;  // the last message answering one part
-    uint8_t index[kCounterReply];
-    CounterResult results[kCounterReply];
-  };
-  // Bucket calls of a rate-limit request for the owner of their shards.
-  // With `answer`, the results come back as ratelimit_reply; without, the
-  // calls are a message's second pass (commit or release), nothing to say.
-  struct RatelimitPart {
-    uint16_t origin;
-    uint16_t slot;
-    uint32_t generation;
-    uint8_t count;
-    bool answer;
-    uint16_t index[kRatelimitPart];  // call positions in the request
-    BucketCall calls[kRatelimitPart];
-  };
-  struct RatelimitReply {
-    uint16_t slot;
-    uint32_t generation;
-    uint8_t count;
-    bool last;  // the last message answering one part
-    uint16_t index[kRatelimitReply];
-    BucketResult results[kRatelimitReply];
-  };
-  union {
-    fuzzy::Request request;
-    IndexItems index;
-    CounterPart part;
-    CounterReply counter;
-    RatelimitPart bucket_part;
-    RatelimitReply bucket_reply;
-  };
+  uint8_t service = kWorker;
+  uint8_t kind = kIndexBatch;
+  alignas(8) unsigned char payload[kPayloadSize];
 
-  InboxMessage() : kind(fuzzy_update), from{}, seal{}, index{} {}
+  // Starts a payload of type T (value-initialised) and returns it.
+  template <typename T>
+  T& emplace(uint8_t for_service, uint8_t of_kind) {
+    check<T>();
+    service = for_service;
+    kind = of_kind;
+    return *new (payload) T{};
+  }
+  template <typename T>
+  T& as() {
+    check<T>();
+    return *std::launder(reinterpret_cast<T*>(payload));
+  }
+  template <typename T>
+  const T& as() const {
+    check<T>();
+    return *std::launder(reinterpret_cast<const T*>(payload));
+  }
+
+ private:
+  template <typename T>
+  static constexpr void check() {
+    static_assert(sizeof(T) <= kPayloadSize, "payload larger than an inbox message");
+    static_assert(alignof(T) <= 8, "payload aligned beyond the message");
+    static_assert(std::is_trivially_copyable_v<T>, "payloads are copied as bytes");
+  }
+};
+
+// The worker's own message: shingle index inserts of WRITEs, for the owner
+// of their index shards.
+struct IndexBatch {
+  static constexpr unsigned kCapacity = 24;
+  uint32_t count;
+  IndexInsert items[kCapacity];
 };
 
 }  // namespace shingled

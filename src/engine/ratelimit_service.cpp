@@ -1,7 +1,6 @@
 // The rate-limit service's shared decisions (see ratelimit_service.h).
 #include "engine/ratelimit_service.h"
 
-#include "common/clock.h"
 #include "common/net_address.h"
 
 namespace shingled {
@@ -34,7 +33,5 @@ BucketOp RatelimitService::item_op(uint8_t wire_op) {
     default: return BucketOp::check_and_update;
   }
 }
-
-int64_t RatelimitService::now_ms() { return int64_t(monotonic_ms_now()); }
 
 }  // namespace shingled

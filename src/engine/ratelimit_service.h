@@ -3,7 +3,7 @@
 // worker: decoding, the update permission check, and turning items into
 // bucket calls (a message's buckets come from the `ratelimit` rules, a
 // bucket item names its own). No I/O and no routing here: each worker's
-// RatelimitRouter sends the calls to the owners of their shards and answers
+// RatelimitHandler sends the calls to the owners of their shards and answers
 // once every part is back.
 #pragma once
 
@@ -37,9 +37,6 @@ class RatelimitService {
   // leak, the arithmetic and reservation lease of the config.
   BucketParams item_params(const ratelimit::BucketItem& item) const;
   static BucketOp item_op(uint8_t wire_op);
-
-  // Monotonic milliseconds, the buckets' clock.
-  static int64_t now_ms();
 
  private:
   BucketStore& store_;

@@ -17,7 +17,7 @@ using namespace shingled;
 
 
 struct World {
-  World() : store(options()), service(store, config()), index(store) {
+  World() : store(options()), service(store, config(), sealer), index(store) {
     peer.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
   }
@@ -35,6 +35,7 @@ struct World {
     return c;
   }
   FuzzyStore store;
+  Sealer sealer;  // no keypair: encrypted datagrams are dropped
   FuzzyService service;
   DirectIndexSink index;
   WorkerContext ctx{64};

@@ -15,7 +15,10 @@ namespace shingled::test {
 
 struct ServiceHarness {
   explicit ServiceHarness(std::vector<Keypair> keys = {}, bool encrypted_only = false)
-      : store(options()), service(store, config(encrypted_only), std::move(keys)), index(store) {
+      : store(options()),
+        sealer(std::move(keys), encrypted_only),
+        service(store, config(encrypted_only), sealer),
+        index(store) {
     peer.sin_family = AF_INET;
     peer.sin_port = htons(40000);
     inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
@@ -57,6 +60,7 @@ struct ServiceHarness {
   }
 
   FuzzyStore store;
+  Sealer sealer;
   FuzzyService service;
   DirectIndexSink index;
   WorkerContext ctx{64};

@@ -1,5 +1,5 @@
-// One worker's rate-limit requests and bucket calls (see ratelimit_router.h).
-#include "engine/ratelimit_router.h"
+// The rate limits on one worker (see ratelimit_handler.h).
+#include "engine/ratelimit_handler.h"
 
 #include <algorithm>
 #include <cstring>
@@ -31,33 +31,28 @@ BucketResult fail_open() {
 
 }  // namespace
 
-RatelimitRouter::RatelimitRouter(RatelimitService& service, const FuzzyService& fuzzy,
-                                 WorkerContext& ctx, unsigned self, unsigned workers,
-                                 RouterPort& port)
+RatelimitHandler::RatelimitHandler(RatelimitService& service, uint8_t service_id,
+                                   const WorkerLink& link)
     : service_(service),
-      fuzzy_(fuzzy),
-      ctx_(ctx),
-      self_(self),
-      workers_(workers),
-      port_(port),
-      stats_(ctx.stats),
+      link_(link),
+      stats_(link.ctx.stats),
+      router_(*this, service_id, link.self, link.shards.workers(), link.outbox,
+              FanoutCounters{&stats_.ratelimit_parts_sent, &stats_.ratelimit_parts_lost,
+                             nullptr /* not gathering */, &stats_.ratelimit_parts_lost,
+                             &stats_.ratelimit_timeouts},
+              kPendingRequests, kTimeoutMs),
       cache_(kCacheEntries, kReplyBuffer, kCacheTtlMs),
       pending_(kPendingRequests),
-      parts_(workers) {
-  for (size_t i = kPendingRequests; i-- > 0;) free_.push_back(uint16_t(i));
-  for (InboxMessage& m : parts_) {
-    m.kind = InboxMessage::ratelimit_part;
-    m.bucket_part.count = 0;
-  }
-}
+      sweep_(link.shards, link.self, service.store().shard_count()) {}
 
-void RatelimitRouter::handle_packet(const RxPacket& p) {
-  const int64_t now = RatelimitService::now_ms();
+void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
+  const int64_t now = int64_t(clock.monotonic_ms());
+  now_ms_ = now;
   const uint8_t* data = p.data;
   size_t len = p.len;
   ReplySeal seal;
-  if (!fuzzy_.open_if_sealed(data, len, ctx_, seal, plain_, sizeof plain_,
-                             crypto::kRequestHeaderSize + ratelimit::kHeaderSize)) {
+  if (!link_.sealer.open_if_sealed(data, len, link_.ctx, seal, plain_, sizeof plain_,
+                                   crypto::kRequestHeaderSize + ratelimit::kHeaderSize)) {
     return;  // counted: no key, bad MAC, unusable client key
   }
   const ratelimit::DecodeStatus status = ratelimit::decode_request(data, len, request_);
@@ -71,12 +66,13 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   // not write is answered without touching the reply cache (it could
   // otherwise push out the entries that keep others' resends from being
   // applied twice). Requests that change nothing skip the cache too.
-  if (!service_.permitted(request_, p.peer) || (fuzzy_.encrypted_only() && !seal.encrypted)) {
+  if (!service_.permitted(request_, p.peer) || (link_.sealer.encrypted_only() && !seal.encrypted)) {
     stats_.ratelimit_refused.add();
     uint8_t reply[kReplyBuffer];
-    const size_t n = finish_reply(
-        seal, reply, ratelimit::encode_refused_reply(request_, reply + body_offset(seal)));
-    port_.reply(p.listener, p.peer, p.peer_len, reply, n);
+    const size_t n = link_.sealer.finish_reply(
+        seal, link_.ctx, reply,
+        ratelimit::encode_refused_reply(request_, reply + Sealer::body_offset(seal)));
+    link_.replies.send(p, reply, n);
     return;
   }
   const PeerKey key = peer_key(p.peer);
@@ -88,7 +84,7 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
     switch (cache_.begin(key, request_.id, fingerprint, now, cached, cached_len)) {
       case ReplyCache::Lookup::answered:
         stats_.ratelimit_replayed.add();
-        port_.reply(p.listener, p.peer, p.peer_len, cached, cached_len);
+        link_.replies.send(p, cached, cached_len);
         return;
       case ReplyCache::Lookup::in_flight:
         stats_.ratelimit_resends_dropped.add();
@@ -97,15 +93,13 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
         break;
     }
   }
-  if (free_.empty()) {
+  const uint16_t slot = router_.begin(uint64_t(now));
+  if (slot == router_.kNoSlot) {
     stats_.ratelimit_pending_full.add();  // the client resends after its timeout
     if (cached_request) cache_.forget(key, request_.id, fingerprint);
     return;
   }
-  const uint16_t slot = free_.back();
-  free_.pop_back();
   Pending& pc = pending_[slot];
-  pc.used = true;
   pc.cached = cached_request;
   pc.to.set(p);
   pc.peer_key = key;
@@ -114,21 +108,18 @@ void RatelimitRouter::handle_packet(const RxPacket& p) {
   pc.n = request_.n;
   pc.id = request_.id;
   pc.seal = seal;
-  pc.outstanding = 0;
-  pc.lost = false;
-  pc.started_ms = now;
   build_calls(pc);
   scratch_calls_.clear();
   for (size_t i = 0; i < pc.calls.size(); ++i) scratch_calls_.push_back(uint16_t(i));
-  route(slot, true, scratch_calls_);
-  if (pc.outstanding == 0) finish(slot);
+  route(pc, scratch_calls_, true);
+  router_.end_pass();  // finishes at once when every call was this core's
 }
 
 // Whether applying the request twice would differ from applying it once:
 // every message phase reserves, commits or releases; bucket checks and
 // peeks only read (a check may create an empty bucket, which a second
 // check finds as it would anyway).
-bool RatelimitRouter::changes_state(const ratelimit::Request& r) {
+bool RatelimitHandler::changes_state(const ratelimit::Request& r) {
   if (r.kind != ratelimit::kBucket) return true;
   for (uint8_t i = 0; i < r.n; ++i) {
     if (r.buckets[i].op != ratelimit::kOpPeek && r.buckets[i].op != ratelimit::kOpCheck) return true;
@@ -136,7 +127,7 @@ bool RatelimitRouter::changes_state(const ratelimit::Request& r) {
   return false;
 }
 
-void RatelimitRouter::build_calls(Pending& pc) {
+void RatelimitHandler::build_calls(Pending& pc) {
   pc.calls.clear();
   const BucketStore& store = service_.store();
   if (request_.kind == ratelimit::kBucket) {
@@ -176,104 +167,59 @@ void RatelimitRouter::build_calls(Pending& pc) {
   pc.first_call[request_.n] = uint16_t(pc.calls.size());
 }
 
-void RatelimitRouter::apply_local(Call& c, int64_t now_ms) {
+BucketResult RatelimitHandler::apply(const BucketCall& call) {
   BucketStore& store = service_.store();
-  c.result = store.table(store.shard_of(c.call.id)).apply(c.call, now_ms);
-  if (c.result.evicted) stats_.ratelimit_buckets_evicted.add();
+  const BucketResult r = store.table(store.shard_of(call.id)).apply(call, now_ms_);
+  if (r.evicted) stats_.ratelimit_buckets_evicted.add();
+  return r;
 }
 
-// Runs this core's calls of `which` now and sends the others to their
-// owners, several per message. With `answer`, each part sent is awaited.
-void RatelimitRouter::route(uint16_t slot, bool answer, const std::vector<uint16_t>& which) {
-  Pending& pc = pending_[slot];
-  const int64_t now = RatelimitService::now_ms();
-  const auto send = [&](unsigned owner) {
-    InboxMessage& m = parts_[owner];
-    if (port_.send_to(owner, m)) {
-      stats_.ratelimit_parts_sent.add();
-      if (answer) ++pc.outstanding;
-    } else {
-      stats_.ratelimit_parts_lost.add();
-      pc.lost = true;  // results stay fail_open(); a second pass lapses with its lease
-    }
-    m.bucket_part.count = 0;
-  };
+void RatelimitHandler::route(Pending& pc, const std::vector<uint16_t>& which, bool answer) {
   for (uint16_t i : which) {
     Call& c = pc.calls[i];
     const unsigned owner = owner_of(c.call.id);
-    if (owner == self_) {
-      apply_local(c, now);
+    if (owner == link_.self) {
+      const BucketResult r = apply(c.call);
+      if (answer) c.result = r;
       continue;
     }
+    // Until the owner answers (or if its part is lost): let the message through.
     if (answer) c.result = fail_open();
-    InboxMessage& m = parts_[owner];
-    InboxMessage::RatelimitPart& part = m.bucket_part;
-    if (part.count == 0) {
-      m.kind = InboxMessage::ratelimit_part;
-      part.origin = uint16_t(self_);
-      part.slot = slot;
-      part.generation = pc.generation;
-      part.answer = answer;
-    }
-    part.index[part.count] = i;
-    part.calls[part.count++] = c.call;
-    if (part.count == InboxMessage::kRatelimitPart) send(owner);
-  }
-  for (unsigned w = 0; w < workers_; ++w) {
-    if (parts_[w].bucket_part.count != 0) send(w);
+    router_.add(owner, i, c.call);
   }
 }
 
-void RatelimitRouter::execute_part(const InboxMessage& m) {
-  const InboxMessage::RatelimitPart& part = m.bucket_part;
-  const int64_t now = RatelimitService::now_ms();
-  BucketStore& store = service_.store();
-  InboxMessage back;
-  back.kind = InboxMessage::ratelimit_reply;
-  InboxMessage::RatelimitReply& r = back.bucket_reply;
-  r.slot = part.slot;
-  r.generation = part.generation;
-  r.count = 0;
-  for (uint8_t i = 0; i < part.count; ++i) {
-    const BucketResult result = store.table(store.shard_of(part.calls[i].id)).apply(part.calls[i], now);
-    if (result.evicted) stats_.ratelimit_buckets_evicted.add();
-    if (!part.answer) continue;
-    r.index[r.count] = part.index[i];
-    r.results[r.count++] = result;
-    r.last = i + 1 == part.count;
-    if (r.count == InboxMessage::kRatelimitReply || r.last) {
-      if (!port_.send_to(part.origin, back)) stats_.ratelimit_parts_lost.add();
-      r.count = 0;
-    }
-  }
+void RatelimitHandler::execute_owned(const BucketCall* calls, size_t n, BucketResult* out,
+                                     bool answer) {
+  (void)answer;  // a second pass's results are not sent back
+  for (size_t i = 0; i < n; ++i) out[i] = apply(calls[i]);
 }
 
-void RatelimitRouter::execute_reply(const InboxMessage& m) {
-  const InboxMessage::RatelimitReply& r = m.bucket_reply;
-  if (r.slot >= pending_.size()) return;
-  Pending& pc = pending_[r.slot];
-  if (!pc.used || pc.generation != r.generation) return;  // the request timed out meanwhile
-  for (uint8_t i = 0; i < r.count; ++i) {
-    if (r.index[i] < pc.calls.size()) pc.calls[r.index[i]].result = r.results[i];
-  }
-  if (r.last && --pc.outstanding == 0) finish(r.slot);
+void RatelimitHandler::deliver(uint16_t slot, uint16_t index, const BucketResult& r) {
+  Pending& pc = pending_[slot];
+  if (index < pc.calls.size()) pc.calls[index].result = r;
 }
 
 // Every first-pass result is in: each message's verdict, then its second
 // pass, then the reply.
-void RatelimitRouter::finish(uint16_t slot) {
+// `lost`: a part could not be sent; its calls kept their fail-open results.
+void RatelimitHandler::finish(uint16_t slot, bool lost) {
+  (void)lost;
   Pending& pc = pending_[slot];
   if (pc.kind == ratelimit::kMessage) second_pass(slot);
   uint8_t reply[kReplyBuffer];
-  const size_t len = finish_reply(pc.seal, reply, encode(pc, reply + body_offset(pc.seal)));
+  const size_t len = link_.sealer.finish_reply(pc.seal, link_.ctx, reply,
+                                               encode(pc, reply + Sealer::body_offset(pc.seal)));
   if (pc.cached) cache_.complete(pc.peer_key, pc.id, pc.fingerprint, reply, len);
-  port_.reply(pc.to.listener, pc.to.peer(), pc.to.len, reply, len);
-  pc.used = false;
-  ++pc.generation;
-  free_.push_back(slot);
+  link_.replies.send(pc.to, reply, len);
 }
 
-void RatelimitRouter::second_pass(uint16_t slot) {
+void RatelimitHandler::abandon(uint16_t slot) {
+  const Pending& pc = pending_[slot];
+  if (pc.cached) cache_.forget(pc.peer_key, pc.id, pc.fingerprint);
+}
+
+void RatelimitHandler::second_pass(uint16_t slot) {
   Pending& pc = pending_[slot];
   RatelimitStats counted;
   // Members, not locals: constructing 64 BucketMeta and BucketResult per
@@ -305,7 +251,11 @@ void RatelimitRouter::second_pass(uint16_t slot) {
       which.push_back(uint16_t(from + i));
     }
   }
-  if (!which.empty()) route(slot, false, which);
+  if (!which.empty()) {
+    router_.begin_pass(slot, false);
+    route(pc, which, false);
+    router_.end_pass();
+  }
   stats_.ratelimit_messages.add(counted.messages);
   stats_.ratelimit_limited.add(counted.limited);
   stats_.ratelimit_whitelisted.add(counted.whitelisted);
@@ -316,7 +266,7 @@ void RatelimitRouter::second_pass(uint16_t slot) {
   }
 }
 
-size_t RatelimitRouter::encode(Pending& pc, uint8_t* reply) {
+size_t RatelimitHandler::encode(Pending& pc, uint8_t* reply) {
   header_.kind = pc.kind;
   header_.n = pc.n;
   header_.id = pc.id;
@@ -336,32 +286,21 @@ size_t RatelimitRouter::encode(Pending& pc, uint8_t* reply) {
   return ratelimit::encode_bucket_reply(header_, items, reply);
 }
 
-size_t RatelimitRouter::finish_reply(const ReplySeal& seal, uint8_t* out, size_t len) {
-  return seal.encrypted ? fuzzy_.seal_reply(seal, ctx_, out, len) : len;
+void RatelimitHandler::execute(const InboxMessage& m, const LoopClock& now) {
+  now_ms_ = int64_t(now.monotonic_ms());
+  if (router_.handles(m)) router_.execute(m);
 }
 
-void RatelimitRouter::upkeep(int64_t now_ms) {
+void RatelimitHandler::upkeep(const LoopClock& now) {
+  now_ms_ = int64_t(now.monotonic_ms());
   if (++upkeep_ticks_ % 100 == 0) {  // every ~100 ms
     stats_.ratelimit_cache_evicted.set(cache_.stats().evicted);
-    for (size_t slot = 0; slot < pending_.size(); ++slot) {
-      Pending& pc = pending_[slot];
-      if (!pc.used || now_ms - pc.started_ms < kTimeoutMs) continue;
-      stats_.ratelimit_timeouts.add();  // an owner did not answer: the client resends
-      if (pc.cached) cache_.forget(pc.peer_key, pc.id, pc.fingerprint);
-      pc.used = false;
-      ++pc.generation;
-      free_.push_back(uint16_t(slot));
-    }
+    router_.expire(now.monotonic_ms());
   }
-  BucketStore& store = service_.store();
-  for (unsigned step = 0; step < store.shard_count(); ++step) {
-    sweep_shard_ = (sweep_shard_ + 1) % store.shard_count();
-    if (sweep_shard_ % workers_ == self_) break;
-  }
-  if (sweep_shard_ % workers_ == self_) {
-    const size_t gone = store.table(sweep_shard_).sweep(kSweepSlotsPerTick, now_ms);
-    if (gone != 0) stats_.ratelimit_buckets_expired.add(gone);
-  }
+  const unsigned shard = sweep_.next();
+  if (shard == OwnedShardCursor::kNone) return;
+  const size_t gone = service_.store().table(shard).sweep(kSweepSlotsPerTick, now_ms_);
+  if (gone != 0) stats_.ratelimit_buckets_expired.add(gone);
 }
 
 }  // namespace shingled

@@ -1,0 +1,233 @@
+// The shingle counters on one worker (see counter_handler.h).
+#include "engine/counter_handler.h"
+
+#include <algorithm>
+
+#include "persist/change_feed.h"
+
+namespace shingled {
+
+static_assert(counters::kMaxReply + crypto::kReplyHeaderSize <= kMaxReply,
+              "a TX slot must hold the largest counter reply, sealed");
+
+namespace {
+constexpr size_t kSweepSlotsPerTick = 1024;  // retention sweep slice
+}  // namespace
+
+CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, const WorkerLink& link)
+    : service_(service),
+      store_(service.store()),
+      link_(link),
+      stats_(link.ctx.stats),
+      id_(service_id),
+      router_(*this, service_id, link.self, link.shards.workers(), link.outbox,
+              FanoutCounters{&stats_.counter_parts_sent, &stats_.counter_parts_lost,
+                             &stats_.counter_parts_dropped, &stats_.dropped, &stats_.counter_timeouts},
+              kPendingRequests, kTimeoutMs),
+      pending_(kPendingRequests),
+      sweep_(link.shards, link.self, service.store().shard_count()) {}
+
+template <typename Encode>
+size_t CounterHandler::encode_reply(const ReplySeal& seal, uint8_t* reply, Encode&& encode) {
+  const size_t n = encode(reply + Sealer::body_offset(seal));
+  return link_.sealer.finish_reply(seal, link_.ctx, reply, n);
+}
+
+void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
+  CounterOp ops[counters::kMaxEntries];
+  uint8_t reply[kReplyBuffer];
+  const uint8_t* data = p.data;
+  size_t data_len = p.len;
+  ReplySeal seal;
+  if (!link_.sealer.open_if_sealed(data, data_len, link_.ctx, seal, plain_, sizeof plain_,
+                                   crypto::kRequestHeaderSize + counters::kRequestHeaderSize)) {
+    return;  // counted: no key, bad MAC, unusable client key
+  }
+  size_t len = 0;
+  uint16_t series_max = 0;
+  const CounterService::Disposition d =
+      service_.accept(data, data_len, p.len, seal.encrypted, p.peer, stats_, request_, ops,
+                      series_max, reply + Sealer::body_offset(seal), len);
+  switch (d) {
+    case CounterService::Disposition::drop:
+      return;
+    case CounterService::Disposition::reply:
+      link_.replies.send(p, reply, link_.sealer.finish_reply(seal, link_.ctx, reply, len));
+      return;
+    case CounterService::Disposition::execute:
+      break;
+  }
+  const counters::Request& req = request_;
+  if (req.op == counters::kSeries) {
+    const unsigned owner = link_.shards.owner_of(store_.shard_of(ops[0]));
+    if (owner != link_.self) {
+      send_series(p, seal, series_max, owner, ops[0]);
+      return;
+    }
+    ReturnAddress to;
+    to.set(p);
+    answer_series(to, seal, req.op, req.tag, ops[0], series_max, now.unix_seconds);
+    return;
+  }
+  const uint16_t slot = router_.begin(now.monotonic_ms());
+  if (slot == router_.kNoSlot) {
+    stats_.counter_pending_full.add();  // the client retries after its timeout
+    return;
+  }
+  Pending& pc = pending_[slot];
+  pc.to.set(p);
+  pc.seal = seal;
+  pc.op = req.op;
+  pc.n = req.n;
+  pc.tag = req.tag;
+  for (uint16_t i = 0; i < req.n; ++i) pc.results[i] = CounterResult{};
+  bool local = false;
+  for (uint16_t i = 0; i < req.n; ++i) {
+    const unsigned owner = link_.shards.owner_of(store_.shard_of(ops[i]));
+    if (owner != link_.self) {
+      router_.add(owner, i, ops[i]);
+      continue;
+    }
+    burst_ops_.push_back(ops[i]);
+    burst_target_.push_back(uint32_t(slot) << 8 | i);
+    local = true;
+  }
+  if (local) {
+    router_.hold(slot);  // released by end_burst()
+    burst_slots_.push_back(slot);
+  }
+  router_.end_pass();
+}
+
+void CounterHandler::send_series(const RxPacket& p, const ReplySeal& seal, uint16_t series_max,
+                                 unsigned owner, const CounterOp& entry) {
+  InboxMessage m;
+  Series& s = m.emplace<Series>(id_, series);
+  s.from.set(p);
+  s.seal = seal;
+  s.op = request_.op;
+  s.series_max = series_max;
+  s.tag = request_.tag;
+  s.entry = entry;
+  if (link_.outbox.send(owner, m)) {
+    stats_.counter_parts_sent.add();
+  } else {
+    stats_.counter_parts_lost.add();
+  }
+}
+
+void CounterHandler::answer_series(const ReturnAddress& to, const ReplySeal& seal, uint8_t op,
+                                   uint32_t tag, const CounterOp& entry, uint16_t series_max,
+                                   uint32_t now) {
+  counters::Request header;
+  header.op = op;
+  header.n = 1;
+  header.tag = tag;
+  uint8_t reply[kReplyBuffer];
+  const size_t len = encode_reply(seal, reply, [&](uint8_t* out) {
+    return service_.answer_series(header, entry, now, series_max, out);
+  });
+  link_.replies.send(to, reply, len);
+}
+
+// This core's entries of the whole burst in one batch per shard: repeats
+// across the burst's requests merge, and every read sees the values from
+// before the burst.
+void CounterHandler::end_burst(const LoopClock& now) {
+  if (burst_ops_.empty()) return;
+  burst_results_.resize(burst_ops_.size());
+  apply_grouped(burst_ops_.data(), burst_ops_.size(), now.unix_seconds, burst_results_.data());
+  for (size_t i = 0; i < burst_ops_.size(); ++i) {
+    pending_[burst_target_[i] >> 8].results[burst_target_[i] & 0xff] = burst_results_[i];
+  }
+  for (uint16_t slot : burst_slots_) router_.release(slot);
+  burst_ops_.clear();
+  burst_target_.clear();
+  burst_slots_.clear();
+}
+
+void CounterHandler::apply_grouped(const CounterOp* ops, size_t n, uint32_t now,
+                                   CounterResult* out) {
+  const unsigned shards = store_.shard_count();
+  group_start_.assign(shards + 1, 0);
+  group_shard_.resize(n);
+  group_order_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    group_shard_[i] = store_.shard_of(ops[i]);
+    ++group_start_[group_shard_[i] + 1];
+  }
+  for (unsigned s = 0; s < shards; ++s) group_start_[s + 1] += group_start_[s];
+  group_cursor_.assign(group_start_.begin(), group_start_.end() - 1);
+  for (size_t i = 0; i < n; ++i) group_order_[group_cursor_[group_shard_[i]]++] = uint32_t(i);
+  group_ops_.resize(n);
+  group_results_.resize(n);
+  for (size_t k = 0; k < n; ++k) group_ops_[k] = ops[group_order_[k]];
+  CounterBatchStats batch;
+  for (unsigned s = 0; s < shards; ++s) {
+    const uint32_t from = group_start_[s], to = group_start_[s + 1];
+    if (from == to) continue;
+    store_.apply(s, group_ops_.data() + from, to - from, now, group_results_.data() + from, batch);
+  }
+  for (size_t k = 0; k < n; ++k) out[group_order_[k]] = group_results_[k];
+  CounterService::count(batch, stats_);
+}
+
+void CounterHandler::execute_owned(const CounterOp* ops, size_t n, CounterResult* out, bool answer) {
+  (void)answer;  // counters make one pass, always answered
+  apply_grouped(ops, n, now_, out);
+}
+
+void CounterHandler::deliver(uint16_t slot, uint16_t index, const CounterResult& r) {
+  Pending& pc = pending_[slot];
+  if (index < pc.n) pc.results[index] = r;
+}
+
+void CounterHandler::finish(uint16_t slot, bool lost) {
+  const Pending& pc = pending_[slot];
+  counters::Request header;
+  header.op = pc.op;
+  header.n = pc.n;
+  header.tag = pc.tag;
+  uint8_t reply[kReplyBuffer];
+  const size_t len = encode_reply(pc.seal, reply, [&](uint8_t* out) {
+    return service_.answer(header, pc.results, lost, out);
+  });
+  link_.replies.send(pc.to, reply, len);
+}
+
+void CounterHandler::execute(const InboxMessage& m, const LoopClock& now) {
+  now_ = now.unix_seconds;
+  if (router_.handles(m)) {
+    router_.execute(m);
+    return;
+  }
+  if (m.kind != series) return;
+  const Series& s = m.as<Series>();
+  answer_series(s.from, s.seal, s.op, s.tag, s.entry, s.series_max, now.unix_seconds);
+}
+
+void CounterHandler::upkeep(const LoopClock& now) {
+  const unsigned shard = sweep_.next();
+  if (shard != OwnedShardCursor::kNone) {
+    const size_t removed = store_.sweep(shard, kSweepSlotsPerTick, now.unix_seconds);
+    if (removed) stats_.counters_expired.add(removed);
+  }
+  if (++upkeep_ticks_ % 100 == 0) router_.expire(now.monotonic_ms());
+}
+
+bool CounterHandler::report_changes(uint64_t epoch, size_t budget, const LoopClock& now) {
+  if (epoch == 0 || link_.feed == nullptr) return true;
+  const bool starting = epoch != report_epoch_;
+  report_epoch_ = epoch;
+  bool done = true;
+  for (unsigned shard = 0; shard < store_.shard_count(); ++shard) {
+    if (!link_.shards.owns(link_.self, shard)) continue;
+    CounterTable& table = store_.table(shard);
+    if (starting) table.begin_report();
+    budget -= table.report(*link_.feed, budget, now.unix_seconds);
+    done &= table.report_done();
+  }
+  return done;
+}
+
+}  // namespace shingled

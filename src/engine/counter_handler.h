@@ -1,0 +1,100 @@
+// The shingle counters as one worker runs them (the decisions are
+// CounterService's). A request's entries go to the owners of their shards
+// through the fan-out router: this core's own entries are gathered over the
+// burst and applied together at its end (merging repeats), the owners of
+// the others apply theirs when their run of parts is complete, and the
+// request is answered here once every share is in. A series request names
+// one counter and travels whole to its owner, which answers the client.
+#pragma once
+
+#include <vector>
+
+#include "engine/counter_service.h"
+#include "engine/fanout_router.h"
+#include "engine/service_handler.h"
+
+namespace shingled {
+
+class CounterHandler final : public ServiceHandler {
+ public:
+  // The fan-out router's side of the bargain (engine/fanout_router.h).
+  using Item = CounterOp;
+  using Result = CounterResult;
+  static constexpr size_t kMaxItems = counters::kMaxEntries;
+  static constexpr bool kGatherParts = true;
+
+  CounterHandler(CounterService& service, uint8_t service_id, const WorkerLink& link);
+
+  void accept(const RxPacket& p, const LoopClock& now) override;
+  void end_burst(const LoopClock& now) override;
+  void execute(const InboxMessage& m, const LoopClock& now) override;
+  void upkeep(const LoopClock& now) override;
+  bool report_changes(uint64_t epoch, size_t budget, const LoopClock& now) override;
+
+  void execute_owned(const CounterOp* ops, size_t n, CounterResult* out, bool answer);
+  void deliver(uint16_t slot, uint16_t index, const CounterResult& r);
+  void finish(uint16_t slot, bool lost);
+  void abandon(uint16_t slot) { (void)slot; }
+
+ private:
+  static constexpr uint16_t kPendingRequests = 1024;
+  static constexpr uint64_t kTimeoutMs = 1000;
+  static constexpr size_t kReplyBuffer = counters::kMaxReply + crypto::kReplyHeaderSize;
+
+  enum Kind : uint8_t { series };
+  // A series request on its way to the owner of its counter's shard.
+  struct Series {
+    ReturnAddress from;
+    ReplySeal seal;
+    uint8_t op;
+    uint16_t series_max;  // periods the reply may carry (CounterService::accept)
+    uint32_t tag;
+    CounterOp entry;
+  };
+  // A read/increment request waiting for its entries' results.
+  struct Pending {
+    ReturnAddress to;
+    ReplySeal seal;
+    uint8_t op = 0;
+    uint16_t n = 0;
+    uint32_t tag = 0;
+    CounterResult results[counters::kMaxEntries];
+  };
+
+  void answer_series(const ReturnAddress& to, const ReplySeal& seal, uint8_t op, uint32_t tag,
+                     const CounterOp& entry, uint16_t series_max, uint32_t now);
+  void send_series(const RxPacket& p, const ReplySeal& seal, uint16_t series_max, unsigned owner,
+                   const CounterOp& entry);
+  // Groups `ops` by shard (a counting sort), applies each group with one
+  // CounterStore::apply, and puts each result back at its op's position.
+  void apply_grouped(const CounterOp* ops, size_t n, uint32_t now, CounterResult* out);
+  // Encodes a reply past room for the cryptobox header and seals it in
+  // place when the request came sealed.
+  template <typename Encode>
+  size_t encode_reply(const ReplySeal& seal, uint8_t* reply, Encode&& encode);
+
+  CounterService& service_;
+  CounterStore& store_;
+  WorkerLink link_;
+  WorkerStats& stats_;
+  const uint8_t id_;
+  FanoutRouter<CounterHandler> router_;
+  std::vector<Pending> pending_;  // per router slot
+  counters::Request request_;     // decoding scratch
+  uint8_t plain_[kMaxDatagram];   // an opened (decrypted) request
+  uint32_t now_ = 0;              // this pass's unix seconds, for execute_owned
+  // This core's entries of this burst: the ops, and where each result goes
+  // (slot << 8 | entry index), and the requests waiting on them.
+  std::vector<CounterOp> burst_ops_;
+  std::vector<uint32_t> burst_target_;
+  std::vector<uint16_t> burst_slots_;
+  std::vector<CounterResult> burst_results_;
+  std::vector<uint32_t> group_start_, group_order_, group_shard_, group_cursor_;  // apply_grouped
+  std::vector<CounterOp> group_ops_;
+  std::vector<CounterResult> group_results_;
+  OwnedShardCursor sweep_;
+  uint64_t upkeep_ticks_ = 0;
+  uint64_t report_epoch_ = 0;  // the sync whose report is under way
+};
+
+}  // namespace shingled

@@ -1,0 +1,95 @@
+// The fuzzy storage on one worker (see fuzzy_handler.h).
+#include "engine/fuzzy_handler.h"
+
+#include <algorithm>
+
+#include "engine/outbox.h"
+
+namespace shingled {
+
+namespace {
+constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it never stalls
+// Expiry is coarse: a record past `expire` already reads as a miss, and the
+// sweep only reclaims its slot and writes its erasure. So a pass over a
+// shard's digest table is spread over ~10 s of 1-ms ticks rather than run
+// at the full slice (256 buckets of 12 lines each a millisecond, ~3 M cache
+// lines a second taken from the tables the CHECKs read).
+constexpr size_t kExpirePassTicks = 10'000;
+}  // namespace
+
+FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link)
+    : service_(service),
+      id_(service_id),
+      link_(link),
+      stats_(link.ctx.stats),
+      sweep_(link.shards, link.self, service.store().shard_count()) {}
+
+void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
+  fuzzy::Request& req = checks_[n_checks_];
+  ReplySeal& seal = check_seals_[n_checks_];
+  uint8_t reply[kMaxReply];
+  size_t reply_len = 0;
+  switch (service_.accept(p.data, p.len, p.peer, link_.ctx, req, seal, reply, reply_len)) {
+    case FuzzyService::Disposition::drop:
+      return;
+    case FuzzyService::Disposition::reply:
+      link_.replies.send(p, reply, reply_len);
+      return;
+    case FuzzyService::Disposition::check:
+      check_packets_[n_checks_++] = &p;  // kept: the request and seal stay in their slots
+      return;
+    case FuzzyService::Disposition::update:
+      break;
+  }
+  const unsigned owner = link_.shards.owner_of(service_.shard_of_update(req));
+  if (owner == link_.self) {
+    const size_t len = service_.apply_update(req, seal, now.unix_seconds, link_.ctx, link_.index, reply);
+    link_.replies.send(p, reply, len);
+    return;
+  }
+  InboxMessage m;
+  Update& u = m.emplace<Update>(id_, update);
+  u.from.set(p);
+  u.seal = seal;
+  u.request = req;
+  if (!link_.outbox.send(owner, m)) {
+    stats_.dropped.add();  // the client retransmits after its timeout
+    return;
+  }
+  stats_.forwarded_updates.add();
+}
+
+void FuzzyHandler::end_burst(const LoopClock& now) {
+  if (n_checks_ == 0) return;
+  const fuzzy::Request* checks[kMaxBurst];
+  for (unsigned c = 0; c < n_checks_; ++c) checks[c] = &checks_[c];
+  CheckResult results[kMaxBurst];
+  service_.store().check_batch(checks, n_checks_, now.unix_seconds, results);
+  uint8_t reply[kMaxReply];
+  for (unsigned c = 0; c < n_checks_; ++c) {
+    const size_t len = service_.answer_check(checks_[c], check_seals_[c], results[c], link_.ctx, reply);
+    link_.replies.send(*check_packets_[c], reply, len);
+  }
+  n_checks_ = 0;
+}
+
+void FuzzyHandler::execute(const InboxMessage& m, const LoopClock& now) {
+  if (m.kind != update) return;
+  const Update& u = m.as<Update>();
+  uint8_t reply[kMaxReply];
+  const size_t len = service_.apply_update(u.request, u.seal, now.unix_seconds, link_.ctx, link_.index, reply);
+  link_.replies.send(u.from, reply, len);
+}
+
+void FuzzyHandler::upkeep(const LoopClock& now) {
+  const unsigned shard = sweep_.next();
+  if (shard == OwnedShardCursor::kNone) return;
+  FuzzyStore& store = service_.store();
+  FuzzyStore::SweepStats s;
+  const size_t expire_buckets =
+      std::clamp<size_t>(store.digest_buckets(shard) / kExpirePassTicks, 1, kSweepBucketsPerTick);
+  store.sweep(shard, now.unix_seconds, expire_buckets, kSweepBucketsPerTick * 4, s, link_.ctx.changes);
+  if (s.expired) stats_.expired.add(s.expired);
+}
+
+}  // namespace shingled

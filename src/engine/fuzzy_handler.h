@@ -1,0 +1,44 @@
+// The fuzzy storage as one worker runs it (the decisions are FuzzyService's).
+// CHECKs of a burst are looked up together at its end, with prefetching;
+// STAT, PING and refusals are answered at once; a WRITE or DEL goes to the
+// owner of its digest's shard, which applies it and answers the client
+// itself (its shingle index inserts then go to their own owners through
+// the worker's index batches).
+#pragma once
+
+#include "engine/fuzzy_service.h"
+#include "engine/service_handler.h"
+
+namespace shingled {
+
+class FuzzyHandler final : public ServiceHandler {
+ public:
+  FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link);
+
+  void accept(const RxPacket& p, const LoopClock& now) override;
+  void end_burst(const LoopClock& now) override;
+  void execute(const InboxMessage& m, const LoopClock& now) override;
+  void upkeep(const LoopClock& now) override;
+
+ private:
+  enum Kind : uint8_t { update };
+  // A WRITE or DEL on its way to the owner of the digest's shard.
+  struct Update {
+    ReturnAddress from;
+    ReplySeal seal;
+    fuzzy::Request request;
+  };
+
+  FuzzyService& service_;
+  const uint8_t id_;
+  WorkerLink link_;
+  WorkerStats& stats_;
+  // This burst's CHECKs, looked up together by end_burst().
+  unsigned n_checks_ = 0;
+  fuzzy::Request checks_[kMaxBurst];
+  ReplySeal check_seals_[kMaxBurst];
+  const RxPacket* check_packets_[kMaxBurst];
+  OwnedShardCursor sweep_;
+};
+
+}  // namespace shingled

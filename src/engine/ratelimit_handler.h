@@ -1,0 +1,114 @@
+// The rate limits as one worker runs them (the decisions are
+// RatelimitService's): requests that arrive on its sockets, and the bucket
+// calls other workers send it for its shards.
+//
+// A request becomes bucket calls (a message's buckets from the rules, a
+// bucket item its own). Each call runs on the owner core of its bucket's
+// shard, so every bucket is read-modify-written by one core and decisions
+// are exact without locks: this core's calls run at once, the others go
+// through the fan-out router (engine/fanout_router.h) and come back. Then
+// a check or one-shot message knows its verdict and makes its second pass
+// (release what it reserved if limited; commit it, one-shot, if not) the
+// same way, with no answer awaited, and the reply goes out.
+//
+// Resends: rspamd's UDP client repeats an identical datagram when the
+// answer is slow. The reply cache (per worker; a client's datagrams hash to
+// one socket, so to one worker) answers a resend with the bytes already
+// sent, or drops it while the first copy is still pending: nothing is
+// applied twice.
+//
+// Encryption: a datagram in rspamd's cryptobox envelope (as the fuzzy
+// protocol's, to one of the same keypairs) is opened first and answered
+// sealed with the same shared key; `encrypted_only` refuses plain requests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/fanout_router.h"
+#include "engine/ratelimit_service.h"
+#include "engine/service_handler.h"
+#include "wire/reply_cache.h"
+
+namespace shingled {
+
+class RatelimitHandler final : public ServiceHandler {
+ public:
+  // The fan-out router's side of the bargain (engine/fanout_router.h).
+  using Item = BucketCall;
+  using Result = BucketResult;
+  static constexpr size_t kMaxItems = ratelimit::kMaxMessages * kMaxMessageBuckets;
+  static constexpr bool kGatherParts = false;
+
+  RatelimitHandler(RatelimitService& service, uint8_t service_id, const WorkerLink& link);
+
+  void accept(const RxPacket& p, const LoopClock& now) override;
+  void execute(const InboxMessage& m, const LoopClock& now) override;
+  // Timers (requests whose parts did not come back in time) and a sweep
+  // slice of one of this core's bucket shards.
+  void upkeep(const LoopClock& now) override;
+
+  void execute_owned(const BucketCall* calls, size_t n, BucketResult* out, bool answer);
+  void deliver(uint16_t slot, uint16_t index, const BucketResult& r);
+  void finish(uint16_t slot, bool lost);
+  void abandon(uint16_t slot);
+
+ private:
+  static constexpr uint16_t kPendingRequests = 256;
+  static constexpr uint64_t kTimeoutMs = 1000;
+  static constexpr size_t kReplyBuffer = ratelimit::kMaxReply + crypto::kReplyHeaderSize;
+
+  struct Call {
+    BucketCall call;
+    BucketResult result;
+    uint8_t message = 0;  // the request item it belongs to
+    BucketMeta meta;
+  };
+  struct Pending {
+    bool cached = false;  // in the reply cache (a request that changes state)
+    ReturnAddress to;
+    PeerKey peer_key;
+    uint64_t fingerprint = 0;
+    uint8_t kind = 0;
+    uint8_t n = 0;
+    uint64_t id = 0;
+    ReplySeal seal;  // how to answer: plain or sealed
+    MessagePhase phase[ratelimit::kMaxMessages] = {};
+    MessageSkip skip[ratelimit::kMaxMessages] = {};
+    uint16_t first_call[ratelimit::kMaxMessages + 1] = {};
+    std::vector<Call> calls;  // grows to the largest request seen, then reused
+  };
+
+  static bool changes_state(const ratelimit::Request& r);
+  void build_calls(Pending& pc);
+  // Runs this core's calls of `which` now and hands the others to the
+  // router for their owners (the pass begun by the caller).
+  void route(Pending& pc, const std::vector<uint16_t>& which, bool answer);
+  BucketResult apply(const BucketCall& call);
+  void second_pass(uint16_t slot);
+  size_t encode(Pending& pc, uint8_t* reply);
+  unsigned owner_of(const BucketId& id) const {
+    return link_.shards.owner_of(service_.store().shard_of(id));
+  }
+
+  RatelimitService& service_;
+  WorkerLink link_;
+  WorkerStats& stats_;
+  FanoutRouter<RatelimitHandler> router_;
+  ReplyCache cache_;
+  std::vector<Pending> pending_;         // per router slot
+  int64_t now_ms_ = 0;                   // this pass's monotonic milliseconds
+  std::vector<uint16_t> scratch_calls_;  // call positions for route()
+  std::vector<uint16_t> second_calls_;   // the same for second passes
+  BucketMeta meta_scratch_[kMaxMessageBuckets];      // second_pass(): one message's
+  BucketResult result_scratch_[kMaxMessageBuckets];  // metas and first-pass results
+  uint8_t plain_[ratelimit::kMaxRequest];  // an opened encrypted request
+  ratelimit::Request request_;           // decoding scratch (~13 KB)
+  ratelimit::Request header_;            // the reply's header fields (kind, n, id)
+  ratelimit::MessageResult message_results_[ratelimit::kMaxMessages];
+  MessageBuckets buckets_;               // derivation scratch (~40 KB)
+  OwnedShardCursor sweep_;
+  uint64_t upkeep_ticks_ = 0;
+};
+
+}  // namespace shingled
