@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "config/config_loader.h"
 #include "../tests/unit/store_test_support.h"
 #include "common/net_address.h"
 #include "engine/fuzzy_service.h"
@@ -43,7 +44,7 @@ struct World {
       }
     }
     server = generate_keypair();
-    Config c;
+    Config c = default_config();
     sealer = std::make_unique<Sealer>(std::vector<Keypair>{server});
     service = std::make_unique<FuzzyService>(*store, c, *sealer);
     peer.sin_family = AF_INET;

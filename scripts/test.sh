@@ -80,7 +80,7 @@ build() {
 section "dependencies"
 scripts/install-deps.sh || { record "install-deps" 0 1; echo "$passed passed, $failed failed"; exit 1; }
 
-unit_suites=(common_test wire_test store_test io_test engine_test persist_test concurrency_test shingle_load_test)
+unit_suites=(common_test config_test wire_test store_test io_test engine_test persist_test concurrency_test shingle_load_test)
 
 section "unit tests (release build)"
 # The release build carries the DPDK backend (tests/integration/dpdk_veth_test.sh

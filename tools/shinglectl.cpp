@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/config_loader.h"
+#include "config/config_loader.h"
 #include "shinglectl_counters.h"
 #include "shinglectl_ratelimit.h"
 #include "shinglectl_offline.h"

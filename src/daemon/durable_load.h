@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "persist/lmdb_environment.h"
 #include "persist/pending_changes.h"
 #include "store/counter_store.h"

@@ -16,12 +16,13 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/config_loader.h"
+#include "common/cpu.h"
 #include "common/log.h"
+#include "config/config_loader.h"
+#include "config/option_table.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
 #include "daemon/worker_watchdog.h"
-#include "common/cpu.h"
 #include "engine/engine.h"
 #include "io/dpdk_runtime.h"
 #include "persist/fuzzy_record_codec.h"
@@ -37,16 +38,18 @@ namespace {
 
 const char kUsage[] =
     "Usage: shingled [--config FILE] [--check-config] [--log-level LEVEL]\n"
-    "       shingled --help | --version\n"
+    "       shingled --help | --help-config | --version\n"
     "\n"
     "A fuzzy hash storage wire-compatible with rspamd's fuzzy storage worker,\n"
-    "and a shingle counter service. With no --config it listens on\n"
-    "127.0.0.1:11335 (fuzzy) and 127.0.0.1:11337 (counters), accepts updates\n"
-    "from loopback only, keeps its data in data/shingled.lmdb (synced every\n"
-    "60 s) and its control socket at data/shingled.sock.\n"
+    "with shingle counters and rate limits beside it. With no --config it\n"
+    "listens on 127.0.0.1:11335 (fuzzy), 127.0.0.1:11336 (rate limits) and\n"
+    "127.0.0.1:11337 (counters), accepts updates from loopback only, keeps its\n"
+    "data in data/shingled.lmdb (synced every 60 s) and its control socket at\n"
+    "data/shingled.sock. --help-config lists every option with its default.\n"
     "\n"
     "  -c, --config FILE     read the configuration from FILE (UCL, rspamd option names)\n"
-    "  -t, --check-config    check the configuration, print a summary and exit\n"
+    "  -t, --check-config    check the configuration, print every option's value and exit\n"
+    "      --help-config     list every option: type, range, default and meaning\n"
     "  -l, --log-level LEVEL debug, info (default), warning or error\n"
     "  -h, --help            show this help\n"
     "  -v, --version         show the version\n"
@@ -74,6 +77,9 @@ int parse_args(int argc, char** argv, Options& o) {
     };
     if (a == "-h" || a == "--help") {
       fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--help-config") {
+      fputs(render_option_listing().c_str(), stdout);
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shingled %s\n", SHINGLED_VERSION);
@@ -122,49 +128,18 @@ bool decode_keypairs(const Config& c, std::vector<Keypair>& out, ConfigError& er
   return true;
 }
 
+// --check-config: every option's resolved value, then what the daemon
+// derives from them.
 void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
   printf("config %s: OK\n", c.source.empty() ? "(built-in defaults)" : c.source.c_str());
-  for (const ListenAddress& a : c.bind_sockets) printf("  bind_socket    %s\n", a.text.c_str());
-  printf("  expire         %llu s\n", static_cast<unsigned long long>(c.expire_seconds));
-  printf("  allow_update  ");
-  if (c.allow_update.empty()) printf(" (nobody)");
-  for (const Network& n : c.allow_update) printf(" %s", n.text.c_str());
+  fputs(render_resolved_config(c).c_str(), stdout);
   if (c.max_memory != 0) {
-    printf("\n  max_memory     %llu bytes (capacity %llu hashes)\n",
-           static_cast<unsigned long long>(c.max_memory),
+    printf("  (max_memory holds %llu hashes)\n",
            static_cast<unsigned long long>(FuzzyStore::hashes_for_memory(c.max_memory)));
-  } else {
-    printf("\n  max_hashes     %llu\n", static_cast<unsigned long long>(c.max_hashes));
-  }
-  printf("  workers        %u%s\n", c.workers, c.workers == 0 ? " (one per core)" : "");
-  printf("  io             %s\n", c.io == IoBackendKind::uring      ? "uring"
-                                 : c.io == IoBackendKind::recvmmsg ? "recvmmsg"
-                                                                   : "dpdk");
-  if (c.io == IoBackendKind::dpdk) {
-    printf("  dpdk_eal_args ");
-    for (const std::string& a : c.dpdk_eal_args) printf(" %s", a.c_str());
-    printf("\n  dpdk_ports    ");
-    if (c.dpdk_ports.empty()) printf(" (every probed port)");
-    for (const std::string& p : c.dpdk_ports) printf(" %s", p.c_str());
-    printf("\n  dpdk_addresses");
-    for (const InterfaceAddress& a : c.dpdk_addresses) printf(" %s", a.text.c_str());
-    printf("\n");
   }
   for (size_t i = 0; i < keypairs.size(); ++i) {
-    printf("  keypair        %s%s\n", keypair_id(keypairs[i]).c_str(), i == 0 ? " (default)" : "");
-  }
-  printf("  encrypted_only %s\n", c.encrypted_only ? "yes" : "no");
-  printf("  hashfile       %s (sync every %u s)\n", c.hashfile.c_str(), c.sync_seconds);
-  printf("  control_socket %s\n", c.control_socket.c_str());
-  printf("  log_file       %s\n", c.log_file.empty() ? "(stderr)" : c.log_file.c_str());
-  if (c.counters_bind_sockets.empty()) printf("  counters       off (counters_bind_socket = [])\n");
-  for (const ListenAddress& a : c.counters_bind_sockets) {
-    printf("  counters       %s\n", a.text.c_str());
-  }
-  if (!c.counters_bind_sockets.empty()) {
-    printf("  counters_max   %llu (periods kept: %u of 10 minutes, %u days)\n",
-           static_cast<unsigned long long>(c.counters_max), c.counters_ten_minute_periods,
-           c.counters_daily_periods);
+    printf("  (keypair %zu: key id %s%s)\n", i, keypair_id(keypairs[i]).c_str(),
+           i == 0 ? ", the default" : "");
   }
 }
 
@@ -219,35 +194,31 @@ double monotonic_seconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
-int run(int argc, char** argv) {
-  Options opt;
-  if (const int rc = parse_args(argc, argv, opt); rc >= 0) return rc;
-  set_log_level(opt.level);
+const char* config_origin(const Config& c) {
+  return c.source.empty() ? "(built-in defaults)" : c.source.c_str();
+}
 
-  Config config = default_config();
-  if (!opt.config_path.empty()) {
-    ConfigError error;
-    if (!load_config_file(opt.config_path, config, error)) {
-      fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
-      return 1;
-    }
+// Step 1: the configuration, from the file or the built-in defaults, with
+// its keypairs decoded and what spans options checked. Returns -1 to go on,
+// else the exit code (--check-config ends here).
+int load_configuration(const Options& opt, Config& config, std::vector<Keypair>& keypairs) {
+  config = default_config();
+  ConfigError error;
+  if (!opt.config_path.empty() && !load_config_file(opt.config_path, config, error)) {
+    fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
+    return 1;
   }
-  std::vector<Keypair> keypairs;
-  {
-    ConfigError error;
-    if (!decode_keypairs(config, keypairs, error)) {
-      fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
-      return 1;
-    }
+  if (!decode_keypairs(config, keypairs, error)) {
+    fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
+    return 1;
   }
   if (config.encrypted_only && keypairs.empty()) {
     fprintf(stderr, "shingled: %s: encrypted_only is set but no keypair is configured: "
                     "nothing could be answered\n",
-            config.source.empty() ? "(built-in defaults)" : config.source.c_str());
+            config_origin(config));
     return 1;
   }
   if (config.io == IoBackendKind::dpdk && !dpdk_built_in()) {
-    ConfigError error;
     unsigned ignored = 0;
     dpdk_start(config, 0, ignored, error);  // only says why, at the `io` line
     fprintf(stderr, "shingled: %s\n", error.to_string().c_str());
@@ -257,16 +228,22 @@ int run(int argc, char** argv) {
     print_summary(config, keypairs);
     return 0;
   }
-  if (!config.log_file.empty()) {
-    std::string error;
-    ensure_parent_dir(config.log_file);
-    if (!set_log_file(config.log_file, error)) {
-      fprintf(stderr, "shingled: %s\n", error.c_str());
-      return 1;
-    }
-  }
+  return -1;
+}
 
-  // Workers inherit this mask: signals reach only the main thread's signalfd.
+bool open_log_file(const Config& config) {
+  if (config.log_file.empty()) return true;
+  std::string error;
+  ensure_parent_dir(config.log_file);
+  if (!set_log_file(config.log_file, error)) {
+    fprintf(stderr, "shingled: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Workers inherit this mask: signals reach only the main thread's signalfd.
+int take_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -274,8 +251,11 @@ int run(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  const int sig_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+  return signalfd(-1, &signals, SFD_CLOEXEC);
+}
 
+// The fuzzy store, sized by max_hashes or max_memory.
+std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config) {
   StoreOptions so;
   so.max_hashes = config.max_hashes;
   if (config.max_memory != 0) {
@@ -283,94 +263,61 @@ int run(int argc, char** argv) {
     if (so.max_hashes == 0) {
       fprintf(stderr, "shingled: max_memory = %llu bytes holds no hash at all\n",
               static_cast<unsigned long long>(config.max_memory));
-      return 1;
+      return nullptr;
     }
     LOG_INFO("max_memory %llu bytes: capacity %llu hashes",
              static_cast<unsigned long long>(config.max_memory),
              static_cast<unsigned long long>(so.max_hashes));
   }
   so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
-  std::unique_ptr<FuzzyStore> store =
-      allocate<FuzzyStore>(so, "the store", "max_hashes", config.max_hashes);
-  if (store == nullptr) return 1;
+  return allocate<FuzzyStore>(so, "the store", "max_hashes", config.max_hashes);
+}
 
-  // A control_socket that names some other file is a config error, found
-  // before the database is even opened (open() checks again when it binds).
-  std::string error;
-  if (!ControlServer::path_usable(config.control_socket, error)) {
-    fprintf(stderr, "shingled: %s\n", error.c_str());
-    return 1;
-  }
+// The counter store when the counter service listens anywhere, else null.
+bool allocate_counter_store(const Config& config, std::unique_ptr<CounterStore>& counters) {
+  if (config.counters_bind_sockets.empty()) return true;
+  CounterStoreOptions co;
+  co.max_counters = config.counters_max;
+  co.retention.ten_minute_periods = config.counters_ten_minute_periods;
+  co.retention.daily_periods = config.counters_daily_periods;
+  counters = allocate<CounterStore>(co, "the counter store", "counters_max", config.counters_max);
+  return counters != nullptr;
+}
 
-  // The durable copy, loaded into the shards before any socket opens.
-  LmdbEnvironment env;
-  ensure_parent_dir(config.hashfile);
-  if (!env.open(config.hashfile, kInitialMapBytes, error)) {
-    fprintf(stderr, "shingled: %s\n", error.c_str());
-    return 1;
-  }
-  env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
-  std::unique_ptr<CounterStore> counters;
-  if (!config.counters_bind_sockets.empty()) {
-    CounterStoreOptions co;
-    co.max_counters = config.counters_max;
-    co.retention.ten_minute_periods = config.counters_ten_minute_periods;
-    co.retention.daily_periods = config.counters_daily_periods;
-    counters = allocate<CounterStore>(co, "the counter store", "counters_max", config.counters_max);
-    if (counters == nullptr) return 1;
-  }
+// Rate-limit buckets when the service listens anywhere. They live in RAM
+// only: a restart forgets them, and every limit is back to its burst
+// (docs/ratelimit.md).
+bool allocate_bucket_store(const Config& config, std::unique_ptr<BucketStore>& buckets) {
+  if (config.ratelimit_bind_sockets.empty()) return true;
+  BucketStoreOptions bo;
+  bo.max_buckets = config.ratelimit_max_buckets;
+  const BucketTableOptions rules = RatelimitRules(config.ratelimit).table_options(0);
+  bo.idle_expire_ms = rules.idle_expire_ms;
+  bo.max_idle_ms = rules.max_idle_ms;
+  buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_max_buckets",
+                                  config.ratelimit_max_buckets);
+  return buckets != nullptr;
+}
 
-  PendingChanges first_sync;
-  if (!load_durable_state(config, env, *store, counters.get(), first_sync, error)) {
-    fprintf(stderr, "shingled: %s\n", error.c_str());
-    return 1;
+// With io = dpdk, the EAL and the ports come up before the engine: the
+// number of queue pairs the ports give decides the number of workers.
+bool start_dpdk_if_chosen(Config& config) {
+  if (config.io != IoBackendKind::dpdk) return true;
+  ConfigError dpdk_error;
+  unsigned workers = 0;
+  if (!dpdk_start(config, config.workers, workers, dpdk_error)) {
+    fprintf(stderr, "shingled: %s\n", dpdk_error.to_string().c_str());
+    return false;
   }
+  if (config.workers != 0 && workers != config.workers) {
+    LOG_WARN("dpdk: %u worker(s) instead of workers = %u (one per queue pair)", workers,
+             config.workers);
+  }
+  config.workers = workers;
+  return true;
+}
 
-  if (config.io == IoBackendKind::dpdk) {
-    // The EAL and the ports come up before the engine: the number of queue
-    // pairs the ports give decides the number of workers.
-    ConfigError dpdk_error;
-    unsigned workers = 0;
-    if (!dpdk_start(config, config.workers, workers, dpdk_error)) {
-      fprintf(stderr, "shingled: %s\n", dpdk_error.to_string().c_str());
-      return 1;
-    }
-    if (config.workers != 0 && workers != config.workers) {
-      LOG_WARN("dpdk: %u worker(s) instead of workers = %u (one per queue pair)", workers,
-               config.workers);
-    }
-    config.workers = workers;
-  }
-
-  const double started = monotonic_seconds();
-  // Rate-limit buckets live in RAM only: a restart forgets them, and every
-  // limit is back to its burst (docs/ratelimit.md).
-  std::unique_ptr<BucketStore> buckets;
-  if (!config.ratelimit_bind_sockets.empty()) {
-    BucketStoreOptions bo;
-    bo.max_buckets = config.ratelimit_max_buckets;
-    const BucketTableOptions rules = RatelimitRules(config.ratelimit).table_options(0);
-    bo.idle_expire_ms = rules.idle_expire_ms;
-    bo.max_idle_ms = rules.max_idle_ms;
-    buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_max_buckets",
-                                    config.ratelimit_max_buckets);
-    if (buckets == nullptr) return 1;
-  }
-  Engine engine(config, *store, keypairs, counters.get(), buckets.get());
-  Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
-  persister.seed(std::move(first_sync));
-  persister.start();
-  ControlServer control(engine, &persister, started);
-  ensure_parent_dir(config.control_socket);
-  if (!control.open(config.control_socket, error)) {
-    fprintf(stderr, "shingled: %s\n", error.c_str());
-    return 1;
-  }
-  if (!engine.start(error)) {
-    fprintf(stderr, "shingled: %s\n", error.c_str());
-    return 1;
-  }
-  keep_off_worker_cpus(engine, persister);
+void log_what_is_served(const Config& config, const std::vector<Keypair>& keypairs) {
   for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
   for (const ListenAddress& a : config.counters_bind_sockets) {
     LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),
@@ -385,38 +332,49 @@ int run(int argc, char** argv) {
     LOG_INFO("keypair %zu%s: pubkey %s", i, i == 0 ? " (default)" : "",
              base32_encode(keypairs[i].public_key, sizeof keypairs[i].public_key).c_str());
   }
+}
 
-  WorkerWatchdog watchdog(engine);
+void reopen_log_on_sighup(const Config& config) {
+  std::string log_error;
+  if (config.log_file.empty()) {
+    LOG_INFO("SIGHUP: logs go to stderr; nothing to reopen");
+  } else if (reopen_log_file(log_error)) {
+    LOG_INFO("SIGHUP: log file reopened");
+  } else {
+    LOG_ERROR("SIGHUP: %s (still writing to the old file)", log_error.c_str());
+  }
+}
+
+// Serves the control socket, watches the workers and reopens the log until
+// SIGTERM or SIGINT.
+void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& watchdog,
+                         const Config& config) {
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
     const int ready = poll(fds, 2, int(WorkerWatchdog::kStuckAfterMs / 2));
     watchdog.check(monotonic_ms_now());
     if (ready < 0) {
       if (errno == EINTR) continue;
-      break;
+      return;
     }
     control.serve_pending(monotonic_ms_now());  // also ends clients past their deadline
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo si;
-      if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
-      if (si.ssi_signo == SIGHUP) {
-        std::string log_error;
-        if (config.log_file.empty()) {
-          LOG_INFO("SIGHUP: logs go to stderr; nothing to reopen");
-        } else if (reopen_log_file(log_error)) {
-          LOG_INFO("SIGHUP: log file reopened");
-        } else {
-          LOG_ERROR("SIGHUP: %s (still writing to the old file)", log_error.c_str());
-        }
-        continue;
-      }
-      LOG_INFO("signal %u: stopping", si.ssi_signo);
-      break;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    signalfd_siginfo si;
+    if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
+    if (si.ssi_signo == SIGHUP) {
+      reopen_log_on_sighup(config);
+      continue;
     }
+    LOG_INFO("signal %u: stopping", si.ssi_signo);
+    return;
   }
-  // A stuck worker never joins: after a grace period the others' changes
-  // are synced without it and the process ends here (the engine cannot be
-  // destroyed under a running thread).
+}
+
+// Stops the workers and syncs. A stuck worker never joins: after a grace
+// period the others' changes are synced without it and the process ends
+// here (the engine cannot be destroyed under a running thread).
+int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
+                  const Config& config) {
   const std::vector<unsigned> stuck = engine.stop_within(std::chrono::milliseconds(kStopGraceMs));
   if (!stuck.empty()) {
     for (unsigned w : stuck) {
@@ -434,9 +392,65 @@ int run(int argc, char** argv) {
            static_cast<unsigned long long>(persister.stats().pending.load()),
            config.hashfile.c_str());
   const bool synced = persister.finish();
-  LOG_INFO("stopped with %llu stored hashes%s", static_cast<unsigned long long>(store->stored_hashes()),
+  LOG_INFO("stopped with %llu stored hashes%s", static_cast<unsigned long long>(store.stored_hashes()),
            synced ? ", all synced" : "; THE LAST SYNC FAILED (see above)");
   return synced ? 0 : 1;
+}
+
+// Says why start-up stopped; the exit code.
+int fail_with(const std::string& error) {
+  fprintf(stderr, "shingled: %s\n", error.c_str());
+  return 1;
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  if (const int rc = parse_args(argc, argv, opt); rc >= 0) return rc;
+  set_log_level(opt.level);
+
+  Config config;
+  std::vector<Keypair> keypairs;
+  if (const int rc = load_configuration(opt, config, keypairs); rc >= 0) return rc;
+  if (!open_log_file(config)) return 1;
+  const int sig_fd = take_signals();
+
+  std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config);
+  if (store == nullptr) return 1;
+  // A control_socket that names some other file is a config error, found
+  // before the database is even opened (open() checks again when it binds).
+  std::string error;
+  if (!ControlServer::path_usable(config.control_socket, error)) return fail_with(error);
+
+  // The durable copy, loaded into the shards before any socket opens.
+  LmdbEnvironment env;
+  ensure_parent_dir(config.hashfile);
+  if (!env.open(config.hashfile, kInitialMapBytes, error)) return fail_with(error);
+  env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
+  std::unique_ptr<CounterStore> counters;
+  if (!allocate_counter_store(config, counters)) return 1;
+  PendingChanges first_sync;
+  if (!load_durable_state(config, env, *store, counters.get(), first_sync, error)) {
+    return fail_with(error);
+  }
+  if (!start_dpdk_if_chosen(config)) return 1;
+
+  const double started = monotonic_seconds();
+  std::unique_ptr<BucketStore> buckets;
+  if (!allocate_bucket_store(config, buckets)) return 1;
+  Engine engine(config, *store, keypairs, counters.get(), buckets.get());
+  Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
+  persister.seed(std::move(first_sync));
+  persister.start();
+  ControlServer control(engine, &persister, started);
+  ensure_parent_dir(config.control_socket);
+  if (!control.open(config.control_socket, error)) return fail_with(error);
+  if (!engine.start(error)) return fail_with(error);
+  keep_off_worker_cpus(engine, persister);
+  log_what_is_served(config, keypairs);
+
+  WorkerWatchdog watchdog(engine);
+  serve_until_stopped(sig_fd, control, watchdog, config);
+  return stop_and_sync(engine, persister, *store, config);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "engine/stats.h"
 #include "store/counter_store.h"
 #include "wire/counters_codec.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "engine/counter_service.h"
 #include "engine/fuzzy_service.h"
 #include "engine/ratelimit_service.h"

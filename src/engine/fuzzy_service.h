@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "engine/index_sink.h"
 #include "engine/sealer.h"
 #include "engine/stats.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "store/bucket_store.h"
 #include "store/ratelimit_message.h"
 #include "store/ratelimit_rules.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/config.h"
+#include "common/net_address.h"
 #include "engine/service_handler.h"
 
 namespace shingled {

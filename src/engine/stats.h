@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "io/net/net_counters.h"
 #include "wire/fuzzy_request.h"
 

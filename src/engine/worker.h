@@ -6,7 +6,8 @@
 // the work it batched over the burst, sends the index batches and held-back
 // messages, submits every reply at once, and runs a slice of upkeep. It
 // never blocks except in the bounded idle wait of receive_burst and never
-// takes a lock; per-request state lives in buffers sized at start.
+// takes a lock; per-request state lives in buffers sized at start (a few
+// scratch vectors grow to the largest request seen: docs/engine.md).
 #pragma once
 
 #include <atomic>

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/config_loader.h"
+#include "config/config.h"
+#include "config/config_loader.h"
 #include "io/packet_io.h"
 
 namespace shingled {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "io/net/net_counters.h"
 
 namespace shingled {

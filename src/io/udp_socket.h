@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "common/config.h"
+#include "common/net_address.h"
 
 namespace shingled {
 

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/config.h"
+#include "store/ratelimit_settings.h"
 #include "store/bucket_table.h"
 #include "store/leaky_bucket.h"
 #include "wire/ratelimit_codec.h"

@@ -7,9 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <new>
 
 #include "store/table_memory.h"
@@ -69,26 +66,13 @@ unsigned ShingleIndex::tag_candidates(const Bucket& b, uint16_t tag) {
   return shingle_index_detail::tag_lanes(w0, w1, w2, tag);
 }
 
-// SSE2 (every x86-64): one compare per four references.
-#if defined(__SSE2__)
-inline int ShingleIndex::first_free(const Bucket& b) {
-  const __m128i zero = _mm_setzero_si128();
-  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.refs));
-  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.refs + 4));
-  unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r0, zero)))) |
-               unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r1, zero)))) << 4;
-  if (b.refs[8] == 0) m |= 1u << 8;
-  if (b.refs[9] == 0) m |= 1u << 9;
-  return m == 0 ? -1 : __builtin_ctz(m);
-}
-#else
 int ShingleIndex::first_free(const Bucket& b) {
-  for (unsigned w = 0; w < kWays; ++w) {
-    if (b.refs[w] == 0) return int(w);
-  }
-  return -1;
-}
+#if defined(__SSE2__)
+  return shingle_index_detail::first_free_sse2(b.refs);
+#else
+  return shingle_index_detail::first_free_scalar(b.refs, kWays);
 #endif
+}
 
 unsigned ShingleIndex::key_lanes(const Bucket& b, uint16_t tag) {
   unsigned lanes = 0;

@@ -185,12 +185,29 @@ inline uint64_t lane_bits(uint64_t lanes) {
 
 // Bit w set for each of a bucket's ten tags (given as its three words, so
 // readers load them atomically and the owner plainly) that equals `tag`.
-// Exact with SSE2 (every x86-64), in one register; elsewhere SWAR, which can
-// also flag a lane above a real match, so callers confirm each lane unless
-// kTagLanesExact.
+// SWAR: portable, but it can also flag a lane above a real match, so a
+// caller using it confirms each lane.
+inline unsigned tag_lanes_swar(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9,
+                               uint16_t tag) {
+  const uint64_t m0 = matching_lanes(lanes0to3, tag);
+  const uint64_t m1 = matching_lanes(lanes4to7, tag);
+  const uint64_t m2 = matching_lanes(lanes8to9, tag) & 0x80008000ull;
+  if ((m0 | m1 | m2) == 0) return 0;
+  return unsigned(lane_bits(m0) | lane_bits(m1) << 4 | lane_bits(m2) << 8);
+}
+
+// The index of a bucket's first empty way (reference 0), or -1; portable.
+inline int first_free_scalar(const uint32_t* refs, unsigned ways) {
+  for (unsigned w = 0; w < ways; ++w) {
+    if (refs[w] == 0) return int(w);
+  }
+  return -1;
+}
+
 #if defined(__SSE2__)
-inline constexpr bool kTagLanesExact = true;
-inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9, uint16_t tag) {
+// The same, exact, in one register (SSE2: every x86-64).
+inline unsigned tag_lanes_sse2(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9,
+                               uint16_t tag) {
   const __m128i want = _mm_set1_epi16(short(tag));
   const __m128i lo = _mm_set_epi64x(int64_t(lanes4to7), int64_t(lanes0to3));
   const __m128i hi = _mm_cvtsi32_si128(int(lanes8to9));
@@ -198,14 +215,27 @@ inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes
   const __m128i eq = _mm_packs_epi16(_mm_cmpeq_epi16(lo, want), _mm_cmpeq_epi16(hi, want));
   return unsigned(_mm_movemask_epi8(eq)) & 0x3FFu;
 }
+// A bucket's first empty way among ten, as first_free_scalar, one compare
+// per four references.
+inline int first_free_sse2(const uint32_t* refs) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(refs));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(refs + 4));
+  unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r0, zero)))) |
+               unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(r1, zero)))) << 4;
+  if (refs[8] == 0) m |= 1u << 8;
+  if (refs[9] == 0) m |= 1u << 9;
+  return m == 0 ? -1 : __builtin_ctz(m);
+}
+
+inline constexpr bool kTagLanesExact = true;
+inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9, uint16_t tag) {
+  return tag_lanes_sse2(lanes0to3, lanes4to7, lanes8to9, tag);
+}
 #else
 inline constexpr bool kTagLanesExact = false;
 inline unsigned tag_lanes(uint64_t lanes0to3, uint64_t lanes4to7, uint32_t lanes8to9, uint16_t tag) {
-  const uint64_t m0 = matching_lanes(lanes0to3, tag);
-  const uint64_t m1 = matching_lanes(lanes4to7, tag);
-  const uint64_t m2 = matching_lanes(lanes8to9, tag) & 0x80008000ull;
-  if ((m0 | m1 | m2) == 0) return 0;
-  return unsigned(lane_bits(m0) | lane_bits(m1) << 4 | lane_bits(m2) << 8);
+  return tag_lanes_swar(lanes0to3, lanes4to7, lanes8to9, tag);
 }
 #endif
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/config_loader.h"
-#include "common/ucl_parser.h"
-#include "common/ucl_values.h"
+#include "config/config_loader.h"
+#include "config/ucl_parser.h"
+#include "config/ucl_values.h"
 
 namespace {
 

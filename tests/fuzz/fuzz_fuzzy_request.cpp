@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "config/config_loader.h"
 #include "common/net_address.h"
 #include "engine/fuzzy_service.h"
 #include "io/packet_io.h"
@@ -27,7 +28,7 @@ struct World {
     return o;
   }
   static Config config() {
-    Config c;
+    Config c = default_config();
     Network lo;
     std::string err;
     parse_network("127.0.0.0/8", lo, err);

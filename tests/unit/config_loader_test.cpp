@@ -8,9 +8,9 @@
 #include <fstream>
 #include <string>
 
-#include "common/config_loader.h"
+#include "config/config_loader.h"
 #include "common/net_address.h"
-#include "common/ratelimit_config_loader.h"
+#include "config/ratelimit_config_loader.h"
 
 namespace shingled {
 namespace {
@@ -111,7 +111,7 @@ TEST(ConfigOptions, json_document_is_accepted) {
 TEST(ConfigOptions, busy_poll_us_is_bounded) {
   EXPECT_EQ(load_ok("").busy_poll_us, 0u);
   EXPECT_EQ(load_ok("busy_poll_us = 500").busy_poll_us, 500u);
-  expect_error("busy_poll_us = 2000000\n", 1, "busy_poll_us: at most 1000000");
+  expect_error("busy_poll_us = 2000000\n", 1, "busy_poll_us: must be at most 1000000");
 }
 
 TEST(ConfigOptions, sync_takes_a_duration_within_one_second_and_one_day) {

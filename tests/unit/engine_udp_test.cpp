@@ -61,10 +61,19 @@ class Client {
   sockaddr_in server_{};
 };
 
+// The defaults with no listener at all: a test adds the fuzzy ones it uses.
+Config fuzzy_only_defaults() {
+  Config config = default_config();
+  config.bind_sockets.clear();
+  config.counters_bind_sockets.clear();
+  config.ratelimit_bind_sockets.clear();
+  return config;
+}
+
 // Two unpinned workers serving fuzzy on 127.0.0.1:`port`, updates allowed
 // from `allow`.
 Config two_worker_fuzzy_config(uint16_t port, const char* allow) {
-  Config config;
+  Config config = fuzzy_only_defaults();
   std::string err;
   EXPECT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
   Network net;
@@ -135,7 +144,7 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
 // address the request came to, and they share one store.
 TEST(EngineListeners, ipv4_and_ipv6_addresses_serve_the_same_store) {
   const uint16_t port = free_udp_port();
-  Config config;
+  Config config = fuzzy_only_defaults();
   std::string err;
   ASSERT_TRUE(parse_listen_address("127.0.0.1:" + std::to_string(port), config.bind_sockets, err)) << err;
   ASSERT_TRUE(parse_listen_address("[::1]:" + std::to_string(port), config.bind_sockets, err)) << err;

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "config/config_loader.h"
 #include "common/net_address.h"
 #include "engine/fuzzy_service.h"
 #include "io/packet_io.h"
@@ -29,7 +30,7 @@ struct ServiceHarness {
     return o;
   }
   static Config config(bool encrypted_only) {
-    Config c;
+    Config c = default_config();
     Network lo;
     std::string err;
     parse_network("127.0.0.1", lo, err);

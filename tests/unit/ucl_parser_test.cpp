@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "common/ucl_parser.h"
-#include "common/ucl_values.h"
+#include "config/ucl_parser.h"
+#include "config/ucl_values.h"
 
 namespace shingled {
 namespace {

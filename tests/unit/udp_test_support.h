@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/config.h"
+#include "config/config_loader.h"
+#include "config/config.h"
 #include "common/net_address.h"
 
 namespace shingled::test {
@@ -30,7 +31,7 @@ inline uint16_t free_udp_port() {
 // Two unpinned workers, the fuzzy service on a free loopback port, updates
 // allowed from `allow`, no other service: a test adds the one it tests.
 inline Config two_worker_config(const std::string& allow) {
-  Config config;
+  Config config = default_config();
   std::string err;
   config.bind_sockets.clear();
   parse_listen_address("127.0.0.1:" + std::to_string(free_udp_port()), config.bind_sockets, err);

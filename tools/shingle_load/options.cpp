@@ -213,15 +213,146 @@ bool resolve_server(const std::string& text, sockaddr_storage& out, socklen_t& l
   return true;
 }
 
-ParseResult parse_options(int argc, char** argv, Options& o, std::string& error) {
-  std::vector<std::string> positional;
-  bool threads_given = false, count_given = false, stored_given = false, mix_given = false,
-       ratio_given = false, inflight_given = false, server_given = false;
-  std::vector<std::string> given;  // names of the options on the command line
-  auto bad = [&](const std::string& name, const std::string& value, const char* what) {
-    error = "--" + name + ": '" + value + "' " + what;
-    return ParseResult::error;
+namespace {
+
+ParseResult bad_value(const std::string& name, const std::string& value, const char* what,
+                      std::string& error) {
+  error = "--" + name + ": '" + value + "' " + what;
+  return ParseResult::error;
+}
+
+// Applies one flag and its value to `o`; help and version end the parse.
+ParseResult apply_flag(const std::string& name, const std::string& value, Options& o,
+                       std::string& error) {
+  auto bad = [&](const std::string& flag, const std::string& text, const char* what) {
+    return bad_value(flag, text, what, error);
   };
+  uint64_t n = 0;
+  double d = 0;
+  if (name == "help") return ParseResult::help;
+  if (name == "version") return ParseResult::version;
+  if (name == "no-gso") {
+    o.gso = false;
+  } else if (name == "busy-poll") {
+    unsigned us = 0;
+    if (!parse_unsigned(value, 0, 1000000, us)) return bad(name, value, "is not 0..1000000 microseconds");
+    o.busy_poll_us = int(us);
+  } else if (name == "json") {
+    o.json_only = true;
+    o.progress = false;
+  } else if (name == "quiet") {
+    o.progress = false;
+  } else if (name == "server") {
+    o.server_text = value;
+  } else if (name == "pubkey") {
+    o.pubkey_text = value;
+  } else if (name == "server-pid") {
+    unsigned pid = 0;
+    if (!parse_unsigned(value, 1, 1u << 30, pid)) return bad(name, value, "is not a process id");
+    o.server_pid = int(pid);
+  } else if (name == "stored") {
+    if (!parse_count(value, n) || n == 0 || n > kIdMask) return bad(name, value, "is not a count of 1 or more");
+    o.workload.stored = n;
+  } else if (name == "first") {
+    if (!parse_count(value, n) || n > kIdMask) return bad(name, value, "is not an id below 2^56");
+    o.workload.first = n;
+  } else if (name == "mix") {
+    if (!parse_mix(value, o.workload.mix, error)) return ParseResult::error;
+  } else if (name == "near-shared") {
+    if (!parse_unsigned(value, 0, 32, o.workload.near_shared)) return bad(name, value, "is not 0..32");
+  } else if (name == "parts") {
+    if (!parse_unsigned(value, 1, kMaxParts, o.workload.multipart.parts)) return bad(name, value, "is not 1..8");
+  } else if (name == "part-differs") {
+    if (!parse_unsigned(value, 1, kMaxPartDiffers, o.workload.multipart.differs)) {
+      return bad(name, value, "is not 1..8");
+    }
+  } else if (name == "zipf") {
+    char* end = nullptr;
+    d = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != 0 || !(d > 0) || d > 100) return bad(name, value, "is not an exponent above 0 (up to 100)");
+    o.workload.zipf = d;
+  } else if (name == "ratio") {
+    const size_t colon = value.find(':');
+    unsigned r = 0, w = 0;
+    if (colon == std::string::npos || !parse_unsigned(value.substr(0, colon), 0, 1000000, r) ||
+        !parse_unsigned(value.substr(colon + 1), 0, 1000000, w) || r + w == 0) {
+      return bad(name, value, "is not READS:WRITES (e.g. 90:10)");
+    }
+    o.workload.reads = r;
+    o.workload.writes = w;
+  } else if (name == "seed") {
+    if (!parse_count(value, o.seed)) return bad(name, value, "is not a whole number");
+  } else if (name == "inflight") {
+    if (!parse_unsigned(value, 1, 65536, o.inflight)) return bad(name, value, "is not 1..65536");
+  } else if (name == "rate") {
+    if (!parse_scaled(value, d) || !(d > 0) || d > 1e9) return bad(name, value, "is not a rate above 0 requests/s");
+    o.rate = d;
+  } else if (name == "duration") {
+    if (!parse_seconds(value, d) || !(d > 0) || d > 1e6) return bad(name, value, "is not a number of seconds above 0");
+    o.duration_s = d;
+    o.duration_given = true;
+  } else if (name == "warmup") {
+    if (!parse_seconds(value, d) || d < 0 || d > 1e6) return bad(name, value, "is not a number of seconds");
+    o.warmup_s = d;
+  } else if (name == "count") {
+    if (!parse_count(value, n) || n == 0) return bad(name, value, "is not a count of 1 or more");
+    o.count = n;
+  } else if (name == "threads") {
+    if (!parse_unsigned(value, 1, 256, o.threads)) return bad(name, value, "is not 1..256");
+  } else if (name == "sockets") {
+    if (!parse_unsigned(value, 1, 1024, o.sockets)) return bad(name, value, "is not 1..1024");
+  } else if (name == "cpus") {
+    if (!parse_cpu_list(value, o.cpus)) return bad(name, value, "is not a CPU list such as 1 or 0-3,6");
+  } else if (name == "timeout") {
+    if (!parse_seconds(value, d) || !(d > 0) || d > 3600) return bad(name, value, "is not 0 < seconds <= 3600");
+    o.timeout_s = d;
+  } else if (name == "batch") {
+    if (!parse_unsigned(value, 1, 64, o.batch)) return bad(name, value, "is not 1..64");
+  } else if (name == "show-wrong") {
+    if (!parse_unsigned(value, 0, 1000000, o.show_wrong)) return bad(name, value, "is not a count");
+  } else if (name == "keys") {
+    if (!parse_count(value, n) || n == 0 || n > (uint64_t(1) << 25)) return bad(name, value, "is not a count of 1 to 2^25");
+    o.counters.keys = o.ratelimit.keys = n;
+  } else if (name == "entries") {
+    unsigned e = 0;
+    if (!parse_unsigned(value, 1, 64, e)) return bad(name, value, "is not 1..64");
+    o.counters.entries = o.ratelimit.entries = e;
+  } else if (name == "prefix") {
+    if (value.empty() || value.size() > 48) return bad(name, value, "is not 1..48 bytes");
+    o.counters.prefix = o.ratelimit.prefix = value;
+  } else if (name == "delta") {
+    unsigned v = 0;
+    if (!parse_unsigned(value, 1, 1000000, v)) return bad(name, value, "is not 1..1000000");
+    o.counters.delta = v;
+  } else if (name == "burst") {
+    if (!parse_unsigned(value, 1, 1000000000, o.ratelimit.burst)) return bad(name, value, "is not 1..1e9");
+  } else if (name == "repeats") {
+    o.counters.repeats = true;
+  } else if (name == "one-shot") {
+    o.ratelimit.one_shot = true;
+  } else if (name == "no-final-check") {
+    o.counters.final_check = o.ratelimit.final_check = false;
+  } else if (name == "max-loss") {
+    char* end = nullptr;
+    d = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != 0 || !(d >= 0) || d > 100) return bad(name, value, "is not a percentage 0..100");
+    o.max_loss_pct = d;
+  }
+  return ParseResult::run;
+}
+
+// The flags named on the command line.
+struct Given {
+  std::vector<std::string> names;
+  bool has(const char* name) const {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  }
+};
+
+// Applies every flag in order and collects the positional words (the mode
+// and its argument).
+ParseResult read_command_line(int argc, char** argv, Options& o, std::vector<std::string>& positional,
+                              Given& given, std::string& error) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") {
@@ -265,242 +396,151 @@ ParseResult parse_options(int argc, char** argv, Options& o, std::string& error)
       }
       value = argv[++i];
     }
+    given.names.push_back(name);
+    if (const ParseResult r = apply_flag(name, value, o, error); r != ParseResult::run) return r;
+  }
+  return ParseResult::run;
+}
 
-    uint64_t n = 0;
-    double d = 0;
-    given.push_back(name);
-    if (name == "help") return ParseResult::help;
-    if (name == "version") return ParseResult::version;
-    if (name == "no-gso") {
-      o.gso = false;
-    } else if (name == "busy-poll") {
-      unsigned us = 0;
-      if (!parse_unsigned(value, 0, 1000000, us)) return bad(name, value, "is not 0..1000000 microseconds");
-      o.busy_poll_us = int(us);
-    } else if (name == "json") {
-      o.json_only = true;
-      o.progress = false;
-    } else if (name == "quiet") {
-      o.progress = false;
-    } else if (name == "server") {
-      o.server_text = value;
-      server_given = true;
-    } else if (name == "pubkey") {
-      o.pubkey_text = value;
-    } else if (name == "server-pid") {
-      unsigned pid = 0;
-      if (!parse_unsigned(value, 1, 1u << 30, pid)) return bad(name, value, "is not a process id");
-      o.server_pid = int(pid);
-    } else if (name == "stored") {
-      if (!parse_count(value, n) || n == 0 || n > kIdMask) return bad(name, value, "is not a count of 1 or more");
-      o.workload.stored = n;
-      stored_given = true;
-    } else if (name == "first") {
-      if (!parse_count(value, n) || n > kIdMask) return bad(name, value, "is not an id below 2^56");
-      o.workload.first = n;
-    } else if (name == "mix") {
-      if (!parse_mix(value, o.workload.mix, error)) return ParseResult::error;
-      mix_given = true;
-    } else if (name == "near-shared") {
-      if (!parse_unsigned(value, 0, 32, o.workload.near_shared)) return bad(name, value, "is not 0..32");
-    } else if (name == "parts") {
-      if (!parse_unsigned(value, 1, kMaxParts, o.workload.multipart.parts)) return bad(name, value, "is not 1..8");
-    } else if (name == "part-differs") {
-      if (!parse_unsigned(value, 1, kMaxPartDiffers, o.workload.multipart.differs)) {
-        return bad(name, value, "is not 1..8");
-      }
-    } else if (name == "zipf") {
-      char* end = nullptr;
-      d = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != 0 || !(d > 0) || d > 100) return bad(name, value, "is not an exponent above 0 (up to 100)");
-      o.workload.zipf = d;
-    } else if (name == "ratio") {
-      const size_t colon = value.find(':');
-      unsigned r = 0, w = 0;
-      if (colon == std::string::npos || !parse_unsigned(value.substr(0, colon), 0, 1000000, r) ||
-          !parse_unsigned(value.substr(colon + 1), 0, 1000000, w) || r + w == 0) {
-        return bad(name, value, "is not READS:WRITES (e.g. 90:10)");
-      }
-      o.workload.reads = r;
-      o.workload.writes = w;
-      ratio_given = true;
-    } else if (name == "seed") {
-      if (!parse_count(value, o.seed)) return bad(name, value, "is not a whole number");
-    } else if (name == "inflight") {
-      if (!parse_unsigned(value, 1, 65536, o.inflight)) return bad(name, value, "is not 1..65536");
-      inflight_given = true;
-    } else if (name == "rate") {
-      if (!parse_scaled(value, d) || !(d > 0) || d > 1e9) return bad(name, value, "is not a rate above 0 requests/s");
-      o.rate = d;
-    } else if (name == "duration") {
-      if (!parse_seconds(value, d) || !(d > 0) || d > 1e6) return bad(name, value, "is not a number of seconds above 0");
-      o.duration_s = d;
-      o.duration_given = true;
-    } else if (name == "warmup") {
-      if (!parse_seconds(value, d) || d < 0 || d > 1e6) return bad(name, value, "is not a number of seconds");
-      o.warmup_s = d;
-    } else if (name == "count") {
-      if (!parse_count(value, n) || n == 0) return bad(name, value, "is not a count of 1 or more");
-      o.count = n;
-      count_given = true;
-    } else if (name == "threads") {
-      if (!parse_unsigned(value, 1, 256, o.threads)) return bad(name, value, "is not 1..256");
-      threads_given = true;
-    } else if (name == "sockets") {
-      if (!parse_unsigned(value, 1, 1024, o.sockets)) return bad(name, value, "is not 1..1024");
-    } else if (name == "cpus") {
-      if (!parse_cpu_list(value, o.cpus)) return bad(name, value, "is not a CPU list such as 1 or 0-3,6");
-    } else if (name == "timeout") {
-      if (!parse_seconds(value, d) || !(d > 0) || d > 3600) return bad(name, value, "is not 0 < seconds <= 3600");
-      o.timeout_s = d;
-    } else if (name == "batch") {
-      if (!parse_unsigned(value, 1, 64, o.batch)) return bad(name, value, "is not 1..64");
-    } else if (name == "show-wrong") {
-      if (!parse_unsigned(value, 0, 1000000, o.show_wrong)) return bad(name, value, "is not a count");
-    } else if (name == "keys") {
-      if (!parse_count(value, n) || n == 0 || n > (uint64_t(1) << 25)) return bad(name, value, "is not a count of 1 to 2^25");
-      o.counters.keys = o.ratelimit.keys = n;
-    } else if (name == "entries") {
-      unsigned e = 0;
-      if (!parse_unsigned(value, 1, 64, e)) return bad(name, value, "is not 1..64");
-      o.counters.entries = o.ratelimit.entries = e;
-    } else if (name == "prefix") {
-      if (value.empty() || value.size() > 48) return bad(name, value, "is not 1..48 bytes");
-      o.counters.prefix = o.ratelimit.prefix = value;
-    } else if (name == "delta") {
-      unsigned v = 0;
-      if (!parse_unsigned(value, 1, 1000000, v)) return bad(name, value, "is not 1..1000000");
-      o.counters.delta = v;
-    } else if (name == "burst") {
-      if (!parse_unsigned(value, 1, 1000000000, o.ratelimit.burst)) return bad(name, value, "is not 1..1e9");
-    } else if (name == "repeats") {
-      o.counters.repeats = true;
-    } else if (name == "one-shot") {
-      o.ratelimit.one_shot = true;
-    } else if (name == "no-final-check") {
-      o.counters.final_check = o.ratelimit.final_check = false;
-    } else if (name == "max-loss") {
-      char* end = nullptr;
-      d = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != 0 || !(d >= 0) || d > 100) return bad(name, value, "is not a percentage 0..100");
-      o.max_loss_pct = d;
+// `counters MODE` and `ratelimit MODE`: the flags that apply to them.
+bool check_service_mode(const std::vector<std::string>& positional, const Given& given, Options& o,
+                        std::string& error) {
+  if (!parse_service_mode(positional, o, error)) return false;
+  for (const std::string& name : given.names) {
+    if (in_list(name, kFuzzyOnly, std::size(kFuzzyOnly))) {
+      error = "--" + name + " applies to the fuzzy modes only";
+      return false;
     }
   }
-
-  // The mode and its argument.
-  if (positional.empty()) {
-    error = "no MODE given (write N, check, delete N, mixed, counters MODE or ratelimit MODE)";
-    return ParseResult::error;
+  if (given.has("count") && o.duration_given) {
+    error = "--count and --duration exclude each other";
+    return false;
   }
+  const bool messages = o.service == Service::ratelimit && o.ratelimit.mode == RatelimitMode::messages;
+  const bool buckets = o.service == Service::ratelimit && !messages;
+  for (const std::string& name : given.names) {
+    const char* only = nullptr;
+    if (o.service == Service::counters && (name == "burst" || name == "one-shot")) only = "ratelimit";
+    else if (o.service == Service::ratelimit && name == "repeats") only = "counters";
+    else if (messages && (name == "entries" || name == "prefix" || name == "burst" ||
+                          name == "no-final-check" || name == "delta")) only = "counters or ratelimit buckets";
+    else if (buckets && (name == "one-shot" || name == "delta")) only = "other";
+    if (only != nullptr) {
+      error = "--" + name + " does not apply to " + positional[0] + " " + positional[1];
+      return false;
+    }
+  }
+  if (o.service == Service::counters && !o.pubkey_text.empty()) {
+    error = "--pubkey: the counter service has no encryption";
+    return false;
+  }
+  if (!given.has("server")) {
+    o.server_text = o.service == Service::counters ? "127.0.0.1:11337" : "127.0.0.1:11336";
+  }
+  return true;
+}
+
+// write N, check, delete N, mixed: N and the flags that apply.
+bool check_fuzzy_mode(const std::vector<std::string>& positional, const Given& given, Options& o,
+                      std::string& error) {
   const std::string& mode = positional[0];
   Workload& w = o.workload;
-  if (mode == "counters" || mode == "ratelimit") {
-    if (!parse_service_mode(positional, o, error)) return ParseResult::error;
-    for (const std::string& name : given) {
-      if (in_list(name, kFuzzyOnly, std::size(kFuzzyOnly))) {
-        error = "--" + name + " applies to the fuzzy modes only";
-        return ParseResult::error;
-      }
-    }
-    if (count_given && o.duration_given) {
-      error = "--count and --duration exclude each other";
-      return ParseResult::error;
-    }
-    const bool messages = o.service == Service::ratelimit && o.ratelimit.mode == RatelimitMode::messages;
-    const bool buckets = o.service == Service::ratelimit && !messages;
-    for (const std::string& name : given) {
-      const char* only = nullptr;
-      if (o.service == Service::counters && (name == "burst" || name == "one-shot")) only = "ratelimit";
-      else if (o.service == Service::ratelimit && name == "repeats") only = "counters";
-      else if (messages && (name == "entries" || name == "prefix" || name == "burst" ||
-                            name == "no-final-check" || name == "delta")) only = "counters or ratelimit buckets";
-      else if (buckets && (name == "one-shot" || name == "delta")) only = "other";
-      if (only != nullptr) {
-        error = "--" + name + " does not apply to " + mode + " " + positional[1];
-        return ParseResult::error;
-      }
-    }
-    if (o.service == Service::counters && !o.pubkey_text.empty()) {
-      error = "--pubkey: the counter service has no encryption";
-      return ParseResult::error;
-    }
-    if (!server_given) {
-      o.server_text = o.service == Service::counters ? "127.0.0.1:11337" : "127.0.0.1:11336";
-    }
-  } else if (mode == "write") w.mode = Mode::write;
+  if (mode == "write") w.mode = Mode::write;
   else if (mode == "check") w.mode = Mode::check;
   else if (mode == "delete" || mode == "del") w.mode = Mode::del;
   else if (mode == "mixed") w.mode = Mode::mixed;
   else {
     error = "unknown mode '" + mode + "' (write N, check, delete N or mixed)";
-    return ParseResult::error;
+    return false;
   }
-  if (o.service == Service::fuzzy) {
-    for (const std::string& name : given) {
-      if (in_list(name, kServicesOnly, std::size(kServicesOnly))) {
-        error = "--" + name + " applies to the counters and ratelimit modes only";
-        return ParseResult::error;
-      }
+  for (const std::string& name : given.names) {
+    if (in_list(name, kServicesOnly, std::size(kServicesOnly))) {
+      error = "--" + name + " applies to the counters and ratelimit modes only";
+      return false;
     }
   }
-  const bool by_ids = o.service == Service::fuzzy && (w.mode == Mode::write || w.mode == Mode::del);
-  if (o.service != Service::fuzzy) {
-    // checked above
-  } else if (by_ids) {
+  const bool count_given = given.has("count");
+  if (w.mode == Mode::write || w.mode == Mode::del) {
     if (positional.size() != 2) {
       error = std::string(mode_name(w.mode)) + " needs N, the number of ids";
-      return ParseResult::error;
+      return false;
     }
     if (!parse_count(positional[1], w.count) || w.count == 0 || w.count > kIdMask) {
       error = std::string(mode_name(w.mode)) + ": N '" + positional[1] + "' is not a count of 1 or more";
-      return ParseResult::error;
+      return false;
     }
     if (w.first + w.count - 1 > kIdMask) {
       error = "--first + N runs past the largest id (2^56 - 1)";
-      return ParseResult::error;
+      return false;
     }
-    if (count_given || o.duration_given || stored_given || mix_given || ratio_given) {
+    if (count_given || o.duration_given || given.has("stored") || given.has("mix") || given.has("ratio")) {
       error = std::string(mode_name(w.mode)) +
               " sends each of its N ids once: --count, --duration, --stored, --mix and --ratio do not apply";
-      return ParseResult::error;
+      return false;
     }
-  } else {
-    if (positional.size() != 1) {
-      error = std::string(mode_name(w.mode)) + " takes no N (use --count or --duration)";
-      return ParseResult::error;
-    }
-    if (count_given && o.duration_given) {
-      error = "--count and --duration exclude each other";
-      return ParseResult::error;
-    }
-    if (ratio_given && w.mode != Mode::mixed) {
-      error = "--ratio applies to mixed mode only";
-      return ParseResult::error;
-    }
-    if (w.first + w.stored - 1 > kIdMask) {
-      error = "--first + --stored runs past the largest id (2^56 - 1)";
-      return ParseResult::error;
-    }
+    return true;
   }
-  if (o.warmup_s > 0 && (count_given || !o.timed() || o.warmup_s >= o.duration_s)) {
+  if (positional.size() != 1) {
+    error = std::string(mode_name(w.mode)) + " takes no N (use --count or --duration)";
+    return false;
+  }
+  if (count_given && o.duration_given) {
+    error = "--count and --duration exclude each other";
+    return false;
+  }
+  if (given.has("ratio") && w.mode != Mode::mixed) {
+    error = "--ratio applies to mixed mode only";
+    return false;
+  }
+  if (w.first + w.stored - 1 > kIdMask) {
+    error = "--first + --stored runs past the largest id (2^56 - 1)";
+    return false;
+  }
+  return true;
+}
+
+// What spans flags of every mode, the defaults that follow from others, and
+// the server's address and key.
+bool finish_options(const Given& given, Options& o, std::string& error) {
+  if (o.warmup_s > 0 && (given.has("count") || !o.timed() || o.warmup_s >= o.duration_s)) {
     error = "--warmup needs a run of --duration longer than it";
-    return ParseResult::error;
+    return false;
   }
-  if (o.rate > 0 && inflight_given) {
+  if (o.rate > 0 && given.has("inflight")) {
     error = "--rate (open loop) and --inflight (closed loop) exclude each other";
-    return ParseResult::error;
+    return false;
   }
-  if (!o.cpus.empty() && !threads_given) o.threads = unsigned(o.cpus.size());
+  if (!o.cpus.empty() && !given.has("threads")) o.threads = unsigned(o.cpus.size());
   if (o.busy_poll_us < 0) o.busy_poll_us = o.rate > 0 ? 1000 : 0;
 
   const unsigned default_port = o.service == Service::counters ? 11337 : o.service == Service::ratelimit ? 11336 : 11335;
-  if (!resolve_server(o.server_text, o.server, o.server_len, error, default_port)) return ParseResult::error;
+  if (!resolve_server(o.server_text, o.server, o.server_len, error, default_port)) return false;
   if (!o.pubkey_text.empty()) {
     if (!base32_decode(o.pubkey_text, o.server_pk) || o.server_pk.size() != 32) {
       error = "--pubkey: '" + o.pubkey_text + "' is not a base32 public key of 32 bytes";
-      return ParseResult::error;
+      return false;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+ParseResult parse_options(int argc, char** argv, Options& o, std::string& error) {
+  std::vector<std::string> positional;
+  Given given;
+  if (const ParseResult r = read_command_line(argc, argv, o, positional, given, error);
+      r != ParseResult::run) {
+    return r;
+  }
+  if (positional.empty()) {
+    error = "no MODE given (write N, check, delete N, mixed, counters MODE or ratelimit MODE)";
+    return ParseResult::error;
+  }
+  const bool service_mode = positional[0] == "counters" || positional[0] == "ratelimit";
+  const bool ok = service_mode ? check_service_mode(positional, given, o, error)
+                               : check_fuzzy_mode(positional, given, o, error);
+  if (!ok || !finish_options(given, o, error)) return ParseResult::error;
   return ParseResult::run;
 }
 

@@ -13,7 +13,7 @@
 
 #include <cstdio>
 
-#include "common/config.h"
+#include "store/ratelimit_settings.h"
 #include "wire/ratelimit_codec.h"
 
 namespace shingled::bench {

@@ -1,7 +1,7 @@
 // Typed conversions of UCL scalar text: booleans, integers with multipliers,
 // durations, doubles. Integer arithmetic throughout, so results are exact and
 // overflow is detected, never wrapped.
-#include "common/ucl_values.h"
+#include "config/ucl_values.h"
 
 #include <charconv>
 #include <cmath>

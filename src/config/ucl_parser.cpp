@@ -1,7 +1,7 @@
 // Recursive-descent parser for the UCL subset described in ucl_parser.h.
 // Recursion is bounded by kUclMaxDepth and input by kUclMaxInputBytes, so any
 // byte string (a fuzzer's included) ends in a tree or an error, never a crash.
-#include "common/ucl_parser.h"
+#include "config/ucl_parser.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/config.h"
-#include "common/ucl_parser.h"
+#include "config/config.h"
+#include "config/ucl_parser.h"
 
 namespace shingled {
 

@@ -1,5 +1,5 @@
 // The `ratelimit { }` block (see ratelimit_config_loader.h).
-#include "common/ratelimit_config_loader.h"
+#include "config/ratelimit_config_loader.h"
 
 #include "common/bucket_bounds.h"
 
@@ -7,7 +7,7 @@
 #include <map>
 
 #include "common/net_address.h"
-#include "common/ucl_values.h"
+#include "config/ucl_values.h"
 
 namespace shingled {
 

@@ -1,11 +1,11 @@
 // Reads a UCL config file into a Config, with rspamd's fuzzy worker option
-// names. Every error names the file, the line and the reason; the daemon
-// refuses to start on any of them.
+// names (the rows of option_table.h). Every error names the file, the line
+// and the reason; the daemon refuses to start on any of them.
 #pragma once
 
 #include <string>
 
-#include "common/config.h"
+#include "config/config.h"
 
 namespace shingled {
 
@@ -16,7 +16,8 @@ struct ConfigError {
   std::string to_string() const;  // "file:line: reason"
 };
 
-// Built-in defaults: listen on 127.0.0.1:11335, allow updates from loopback.
+// Every option at its row's default (option_table.cpp): what the daemon runs
+// on with no config file.
 Config default_config();
 
 // Parses `text` as if read from `file_name`. Returns false and fills `error`

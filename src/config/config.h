@@ -1,0 +1,102 @@
+// The daemon's configuration: what `shingled.conf` (UCL) says. Plain data;
+// the options themselves (names, types, ranges, defaults, help) are rows of
+// option_table.cpp, and loading lives in config_loader.{h,cpp}.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/net_address.h"
+#include "store/ratelimit_settings.h"
+
+namespace shingled {
+
+enum class IoBackendKind { uring, recvmmsg, dpdk };
+
+// An IPv4 address the DPDK backend answers for, with the length of its
+// subnet's prefix (`dpdk_addresses = ["10.0.0.2/24"]`; /32 when omitted).
+struct InterfaceAddress {
+  uint32_t ip = 0;          // host byte order
+  uint8_t prefix_len = 32;
+  std::string text;
+};
+
+// Most keypairs one server holds (per-key counters are fixed arrays).
+inline constexpr size_t kMaxKeypairs = 16;
+
+// A `keypair { pubkey = ...; privkey = ...; }` block as written; the daemon
+// decodes and checks the keys (wire/keypair_text.h) and reports problems at
+// `line`.
+struct KeypairText {
+  std::string pubkey;
+  std::string privkey;
+  std::string encoding = "base32";  // or "hex"
+  int line = 0;
+};
+
+// Every option's default, range and help text is its row in
+// config/option_table.cpp; default_config() applies those defaults, so the
+// initializers below are neutral values, not defaults. Start from
+// default_config(), never from a bare Config.
+struct Config {
+  std::string source;  // file the config came from, "" for built-in defaults
+
+  // Fuzzy storage (rspamd's fuzzy worker option names).
+  std::vector<ListenAddress> bind_sockets;
+  uint64_t expire_seconds = 0;
+  std::vector<Network> allow_update;
+  // The LMDB environment (a directory) holding the durable copy, and how
+  // often changes are committed to it.
+  std::string hashfile;
+  uint32_t sync_seconds = 0;
+  uint64_t max_hashes = 0;  // capacity of the digest table
+  uint64_t max_memory = 0;  // or: capacity from a RAM budget (bytes); 0 = unset
+
+  // Shingle counters (shingled's own option names); no listener = off.
+  std::vector<ListenAddress> counters_bind_sockets;
+  uint64_t counters_max = 0;  // live counters, all shards
+  uint32_t counters_ten_minute_periods = 0;
+  uint32_t counters_daily_periods = 0;
+
+  // Rate limits: `ratelimit { rates { ... } ... }` holds rspamd's module
+  // options (defaults in store/ratelimit_settings.h); no listener = off.
+  RatelimitConfig ratelimit;
+  std::vector<ListenAddress> ratelimit_bind_sockets;
+  uint64_t ratelimit_max_buckets = 0;  // live buckets, all shards
+
+  // Encryption (rspamd's option names). The first keypair is the default.
+  std::vector<KeypairText> keypairs;
+  bool encrypted_only = false;
+  uint64_t keypair_cache_size = 0;  // shared keys cached per worker core
+
+  // Engine.
+  unsigned workers = 0;  // 0 = one per online core
+  bool pin_workers = false;
+  // After its last packet a worker keeps polling this long before it may
+  // sleep (an idle core can take milliseconds to wake); 0 = sleep at once.
+  uint32_t busy_poll_us = 0;
+  IoBackendKind io = IoBackendKind::uring;  // falls back to recvmmsg with a log line
+  int io_line = 0;  // where `io` was set, for start-up errors (0: default)
+
+  // The DPDK backend (io = dpdk; shingled's own option names). The daemon
+  // initialises DPDK's EAL with dpdk_eal_args, takes the ports named in
+  // dpdk_ports (every port the EAL probed when empty) and answers ARP, ICMP
+  // echo and UDP for dpdk_addresses. The *_line fields say where each was
+  // set, so that start-up errors (no such port) name the line.
+  std::vector<std::string> dpdk_eal_args;
+  int dpdk_eal_args_line = 0;
+  std::vector<std::string> dpdk_ports;  // port ids ("0") or device names ("net_af_packet0")
+  int dpdk_ports_line = 0;
+  std::vector<InterfaceAddress> dpdk_addresses;
+  int dpdk_addresses_line = 0;
+
+  // Daemon.
+  std::string control_socket;  // Unix socket for shinglectl
+  std::string log_file;        // "" = stderr; reopened on SIGHUP
+};
+
+}  // namespace shingled

@@ -1,0 +1,284 @@
+// Turns a parsed UCL tree into a Config: walks the document and rspamd's
+// `worker "fuzzy" { }` wrapper, hands each option to its row of the option
+// table, then checks what spans several options. Refuses anything it does
+// not understand, with the file, the line and the reason; never guesses.
+#include "config/config_loader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/net_address.h"
+#include "config/option_parser.h"
+#include "config/option_table.h"
+#include "config/ucl_parser.h"
+
+namespace shingled {
+
+namespace {
+
+bool is_fuzzy_worker_type(const std::string& type) {
+  return type == "fuzzy" || type == "fuzzy_storage";
+}
+
+class Loader {
+ public:
+  Loader(const std::string& file, Config& cfg, ConfigError& error)
+      : cfg_(cfg), parser_(file, cfg, error) {}
+
+  bool load(const UclNode& root) {
+    for (const UclNode& member : root.children) {
+      if (member.key == "worker") {
+        if (!apply_worker(member)) return false;
+        continue;
+      }
+      if (!apply_option(member, false)) return false;
+    }
+    return check_across_options();
+  }
+
+ private:
+  // What no single row can check: listeners of two services on one address,
+  // an empty fuzzy listener list, DPDK's addresses, two capacity options.
+  bool check_across_options() {
+    if (cfg_.bind_sockets.empty()) {
+      return parser_.fail(parser_.line_of("bind_socket"),
+                          "bind_socket lists no address: there would be nothing to listen on");
+    }
+    if (!not_on_fuzzy_sockets(cfg_.counters_bind_sockets, "counters_bind_socket") ||
+        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket")) {
+      return false;
+    }
+    if (cfg_.io == IoBackendKind::dpdk) {
+      // The loopback defaults mean nothing to a NIC the kernel does not see:
+      // the other services follow the fuzzy storage's first address.
+      if (!parser_.given("counters_bind_socket")) follow_fuzzy_address(cfg_.counters_bind_sockets, 11337);
+      if (!parser_.given("ratelimit_bind_socket")) follow_fuzzy_address(cfg_.ratelimit_bind_sockets, 11336);
+      if (!check_dpdk()) return false;
+    }
+    const int max_hashes_line = parser_.line_of("max_hashes");
+    const int max_memory_line = parser_.line_of("max_memory");
+    if (max_hashes_line != 0 && max_memory_line != 0) {
+      return parser_.fail(max_memory_line, "max_memory and max_hashes (line " +
+                                               std::to_string(max_hashes_line) +
+                                               ") both set the capacity: keep one");
+    }
+    return true;
+  }
+
+  void follow_fuzzy_address(std::vector<ListenAddress>& list, uint16_t port) {
+    list.clear();
+    ListenAddress a = cfg_.bind_sockets.front();
+    if (a.addr.ss_family != AF_INET) return;
+    reinterpret_cast<sockaddr_in&>(a.addr).sin_port = htons(port);
+    a.text = format_sockaddr(reinterpret_cast<const sockaddr*>(&a.addr));
+    list.push_back(std::move(a));
+  }
+
+  // Another service's listeners may not take the fuzzy storage's address
+  // (given or default; given ones are caught as duplicates when parsed).
+  bool not_on_fuzzy_sockets(const std::vector<ListenAddress>& list, const char* name) {
+    const bool given = parser_.given(name);
+    for (const ListenAddress& c : list) {
+      for (const ListenAddress& f : cfg_.bind_sockets) {
+        if (!same_address(c, f)) continue;
+        return parser_.fail(parser_.line_of_address(c),
+                            std::string(name) + ": " + c.text +
+                                " is also the fuzzy storage's bind_socket" +
+                                (given ? std::string()
+                                       : std::string(" (the service listens there by default: "
+                                                     "set ") +
+                                             name + ", or [] to turn it off)"));
+      }
+    }
+    return true;
+  }
+
+  // io = dpdk: the appliance answers for dpdk_addresses only, so every listen
+  // address must be one of them or the IPv4 wildcard.
+  bool check_dpdk() {
+    if (cfg_.dpdk_addresses.empty()) {
+      return parser_.fail(cfg_.io_line,
+                          "io = dpdk needs dpdk_addresses: the IPv4 address(es) the "
+                          "appliance answers for, e.g. dpdk_addresses = \"10.0.0.2/24\"");
+    }
+    std::vector<const ListenAddress*> all;
+    for (const ListenAddress& a : cfg_.bind_sockets) all.push_back(&a);
+    for (const ListenAddress& a : cfg_.counters_bind_sockets) all.push_back(&a);
+    for (const ListenAddress* addr : all) {
+      const int line = parser_.line_of_address(*addr);  // 0: the built-in default
+      if (addr->addr.ss_family != AF_INET) {
+        return parser_.fail(line, addr->text + ": the DPDK backend serves IPv4 only; listen on "
+                                               "an IPv4 address (or \"0.0.0.0:port\")");
+      }
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in&>(addr->addr).sin_addr.s_addr);
+      bool ours = ip == 0;
+      for (const InterfaceAddress& a : cfg_.dpdk_addresses) ours = ours || a.ip == ip;
+      if (!ours) {
+        return parser_.fail(line, addr->text + " is not one of dpdk_addresses: with io = dpdk, "
+                                               "listen on one of them or on \"0.0.0.0:port\"");
+      }
+    }
+    return true;
+  }
+
+  // `worker "fuzzy" { ... }` (parsed as worker { fuzzy { ... } }) or
+  // `worker { type = "fuzzy"; ... }`.
+  bool apply_worker(const UclNode& worker) {
+    if (!worker.is_object()) {
+      return parser_.fail(worker.line, "'worker' must be a block: worker \"fuzzy\" { ... }");
+    }
+    const UclNode* body = nullptr;
+    if (worker.find("type") != nullptr) {
+      body = &worker;
+    } else if (worker.children.size() == 1 && worker.children[0].is_object()) {
+      const UclNode& named = worker.children[0];
+      if (!is_fuzzy_worker_type(named.key)) {
+        return parser_.fail(named.key_line, "worker type '" + named.key +
+                                                "' is not supported: shingled only implements "
+                                                "the fuzzy storage worker");
+      }
+      body = &named;
+    } else {
+      return parser_.fail(worker.key_line,
+                          "worker block without a type: write worker \"fuzzy\" { ... } or "
+                          "worker { type = \"fuzzy\"; ... }");
+    }
+    for (const UclNode* type : body->find_all("type")) {
+      if (!type->is_scalar() || !is_fuzzy_worker_type(type->text)) {
+        std::string shown = type->is_scalar() ? type->text : ucl_kind_name(type->kind);
+        return parser_.fail(type->line, "worker type '" + shown +
+                                            "' is not supported: shingled only implements the "
+                                            "fuzzy storage worker");
+      }
+    }
+    if (worker_line_ != 0) {
+      return parser_.fail(worker.key_line, "a second fuzzy worker block (the first is at line " +
+                                               std::to_string(worker_line_) +
+                                               "): shingled runs one fuzzy storage");
+    }
+    worker_line_ = worker.key_line;
+    for (const UclNode& member : body->children) {
+      if (!apply_option(member, true)) return false;
+    }
+    return true;
+  }
+
+  bool apply_option(const UclNode& m, bool in_worker) {
+    const std::string& key = m.key;
+    if (in_worker && (key == "type" || key == "count")) return true;  // rspamd's, unused
+    if (key == "worker") return parser_.fail(m.key_line, "'worker' blocks cannot be nested");
+    if (const OptionRow* row = find_option(key)) return parser_.apply(*row, m);
+    if (is_unsupported_option(key)) {
+      std::string hint;
+      if (key == "count") hint = " (use 'workers' for the number of worker threads)";
+      if (key == "type") hint = " outside a worker block";
+      return parser_.fail(m.key_line, "option '" + key + "' is not supported yet" + hint);
+    }
+    return parser_.fail(m.key_line, "unknown option '" + key + "'" + option_suggestion(key));
+  }
+
+  Config& cfg_;
+  OptionParser parser_;
+  int worker_line_ = 0;
+};
+
+}  // namespace
+
+std::string ConfigError::to_string() const {
+  std::string where = file.empty() ? "<config>" : file;
+  if (line > 0) where += ":" + std::to_string(line);
+  return where + ": " + reason;
+}
+
+Config default_config() {
+  Config cfg;
+  const std::string origin = "(built-in defaults)";
+  ConfigError error;
+  OptionParser parser(origin, cfg, error);
+  for (const OptionRow& row : option_table()) {
+    if (row.default_value == nullptr) continue;
+    const std::string text = std::string(row.name) + " = " + row.default_value + ";";
+    UclNode root;
+    UclError ucl_error;
+    if (!parse_ucl(text, root, ucl_error) || root.children.size() != 1 ||
+        !parser.apply(row, root.children[0])) {
+      // A row whose default does not parse is a defect of this build, which
+      // option_table_test catches; nothing could run on such defaults.
+      fprintf(stderr, "shingled: the built-in default of '%s' (%s) does not load: %s%s\n",
+              row.name, row.default_value, ucl_error.reason.c_str(), error.reason.c_str());
+      abort();
+    }
+  }
+  return cfg;
+}
+
+bool load_config_text(const std::string& text, const std::string& file_name, Config& out,
+                      ConfigError& error) {
+  error = ConfigError{};
+  std::string_view body = text;
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);  // UTF-8 BOM
+  UclNode root;
+  UclError ucl_error;
+  if (!parse_ucl(body, root, ucl_error)) {
+    error.file = file_name;
+    error.line = ucl_error.line;
+    error.reason = ucl_error.reason;
+    if (ucl_error.column > 0) {
+      error.reason += " (column " + std::to_string(ucl_error.column) + ")";
+    }
+    return false;
+  }
+  Config cfg = default_config();
+  cfg.source = file_name;
+  Loader loader(file_name, cfg, error);
+  if (!loader.load(root)) return false;
+  out = std::move(cfg);
+  return true;
+}
+
+bool load_config_file(const std::string& path, Config& out, ConfigError& error) {
+  error = ConfigError{};
+  auto fail = [&](const std::string& reason) {
+    error.file = path;
+    error.line = 0;
+    error.reason = reason;
+    return false;
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      return fail(std::string("cannot read: ") + std::strerror(saved));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kUclMaxInputBytes) {
+      ::close(fd);
+      return fail("larger than " + std::to_string(kUclMaxInputBytes) +
+                  " bytes: this is not a config file");
+    }
+  }
+  ::close(fd);
+  return load_config_text(text, path, out, error);
+}
+
+}  // namespace shingled

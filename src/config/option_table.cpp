@@ -1,0 +1,599 @@
+// The option rows, the apply and show functions of the options whose kind
+// alone does not say how to read them, and the two listings the table
+// drives (--help-config and --check-config).
+#include "config/option_table.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+
+#include "common/net_address.h"
+#include "config/option_parser.h"
+#include "config/ratelimit_config_loader.h"
+#include "config/ucl_values.h"
+
+namespace shingled {
+
+namespace {
+
+// Longest Unix socket path (sockaddr_un::sun_path minus the terminating NUL).
+constexpr uint64_t kMaxUnixPath = 107;
+// More worker threads than this is certainly a typo.
+constexpr uint64_t kMaxWorkers = 4096;
+
+// ---------------------------------------------------------------- apply
+
+// `workers = auto` (one per core; also 0) or a number of threads.
+bool apply_workers(const UclNode& m, OptionParser& p) {
+  uint64_t n = 0;
+  std::string err;
+  if (m.text != "auto" && !ucl_to_uint(m.text, n, err)) {
+    return p.fail(m.line, m.key + ": " + err + " (or \"auto\": one per core)");
+  }
+  if (n > kMaxWorkers) {
+    return p.fail(m.line, "workers: " + m.text + " is more than the maximum of " +
+                              std::to_string(kMaxWorkers));
+  }
+  p.config().workers = unsigned(n);
+  return true;
+}
+
+bool apply_io(const UclNode& m, OptionParser& p) {
+  Config& c = p.config();
+  if (m.text == "uring") {
+    c.io = IoBackendKind::uring;
+  } else if (m.text == "recvmmsg") {
+    c.io = IoBackendKind::recvmmsg;
+  } else if (m.text == "dpdk") {
+    c.io = IoBackendKind::dpdk;
+  } else {
+    return p.fail(m.line, "io: '" + m.text + "' is not a packet I/O backend: use \"uring\", "
+                                             "\"recvmmsg\" or \"dpdk\"");
+  }
+  c.io_line = m.line;
+  return true;
+}
+
+bool apply_control_socket(const UclNode& m, OptionParser& p) {
+  if (m.text.empty()) return p.fail(m.line, "control_socket: the path is empty");
+  if (m.text.size() > kMaxUnixPath) {
+    return p.fail(m.line, "control_socket: the path is " + std::to_string(m.text.size()) +
+                              " bytes, more than the " + std::to_string(kMaxUnixPath) +
+                              " a Unix socket path may have");
+  }
+  p.config().control_socket = m.text;
+  return true;
+}
+
+// Repeatable; each string may hold several entries separated by ',' or
+// spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
+bool apply_allow_update(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  std::vector<Network>& allow = p.config().allow_update;
+  if (p.first_setting()) allow.clear();
+  for (const UclNode* item : items) {
+    const std::string& text = item->text;
+    if (text.find("://") != std::string::npos || (!text.empty() && text[0] == '/')) {
+      return p.fail(item->line, "allow_update: '" + text + "': maps (files, URLs) are not "
+                                "supported yet; list the addresses inline");
+    }
+    const std::vector<std::string> entries = split_inline_list(text);
+    if (entries.empty()) {
+      return p.fail(item->line, "allow_update: empty string (write [] to allow nobody)");
+    }
+    for (const std::string& entry : entries) {
+      if (entry == "localhost") {
+        for (const char* loopback : {"127.0.0.1", "::1"}) {
+          Network net;
+          std::string err;
+          parse_network(loopback, net, err);
+          net.text = "localhost";
+          allow.push_back(net);
+        }
+        continue;
+      }
+      Network net;
+      std::string err;
+      if (!parse_network(entry, net, err)) return p.fail(item->line, "allow_update: " + err);
+      allow.push_back(net);
+    }
+  }
+  return true;
+}
+
+// keypair { privkey = "..."; pubkey = "..."; encoding; type; algorithm; id }
+// as `rspamadm keypair -u` prints it; repeatable. The keys themselves are
+// decoded and checked by the daemon, which reports errors at this line.
+bool apply_keypair(const UclNode& m, OptionParser& p) {
+  if (!m.is_object()) {
+    return p.fail(m.line, "keypair must be a block: keypair { pubkey = \"...\"; privkey = \"...\"; }");
+  }
+  std::vector<KeypairText>& keypairs = p.config().keypairs;
+  if (keypairs.size() >= kMaxKeypairs) {
+    return p.fail(m.key_line, "more than " + std::to_string(kMaxKeypairs) + " keypairs");
+  }
+  KeypairText kp;
+  kp.line = m.key_line;
+  std::map<std::string, int> fields;
+  for (const UclNode& f : m.children) {
+    if (!f.is_scalar()) return p.fail(f.line, "keypair: '" + f.key + "' takes a single string");
+    if (!fields.emplace(f.key, f.key_line).second) {
+      return p.fail(f.key_line, "keypair: '" + f.key + "' is set twice, at lines " +
+                                    std::to_string(fields[f.key]) + " and " +
+                                    std::to_string(f.key_line));
+    }
+    if (f.key == "pubkey") {
+      kp.pubkey = f.text;
+    } else if (f.key == "privkey") {
+      kp.privkey = f.text;
+    } else if (f.key == "encoding") {
+      if (f.text != "base32" && f.text != "hex") {
+        return p.fail(f.line, "keypair: encoding '" + f.text + "' is not \"base32\" or \"hex\"");
+      }
+      kp.encoding = f.text;
+    } else if (f.key == "type") {
+      if (f.text != "kex") {
+        return p.fail(f.line, "keypair: type '" + f.text +
+                                  "' cannot encrypt: the fuzzy protocol needs a \"kex\" keypair");
+      }
+    } else if (f.key == "algorithm") {
+      if (f.text != "curve25519") {
+        return p.fail(f.line, "keypair: algorithm '" + f.text +
+                                  "' is not supported (rspamd's fuzzy storage refuses it too): "
+                                  "use curve25519");
+      }
+    } else if (f.key != "id" && f.key != "name") {
+      return p.fail(f.key_line, "keypair: unknown field '" + f.key + "'");
+    }
+  }
+  if (kp.pubkey.empty()) return p.fail(m.key_line, "keypair: no pubkey");
+  if (kp.privkey.empty()) return p.fail(m.key_line, "keypair: no privkey");
+  keypairs.push_back(std::move(kp));
+  return true;
+}
+
+bool apply_ratelimit(const UclNode& m, OptionParser& p) {
+  RatelimitBlockError block_error;
+  if (!load_ratelimit_block(m, p.config().ratelimit, block_error)) {
+    return p.fail(block_error.line, block_error.reason);
+  }
+  return true;
+}
+
+// dpdk_eal_args: one string split at white space, or an array of strings
+// (one argument each, so an argument may hold spaces).
+bool apply_dpdk_eal_args(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  Config& c = p.config();
+  for (const UclNode* item : items) {
+    std::vector<std::string> words;
+    if (m.is_scalar()) {
+      std::string cur;
+      for (char ch : item->text + " ") {
+        if (ch == ' ' || ch == '\t' || ch == '\n') {
+          if (!cur.empty()) words.push_back(cur);
+          cur.clear();
+        } else {
+          cur += ch;
+        }
+      }
+    } else {
+      words.push_back(item->text);
+    }
+    for (const std::string& w : words) {
+      if (w.empty() || w == "--") {
+        return p.fail(item->line, "dpdk_eal_args: '" + w + "' is not an EAL argument");
+      }
+      c.dpdk_eal_args.push_back(w);
+    }
+  }
+  if (c.dpdk_eal_args.empty()) return p.fail(m.line, "dpdk_eal_args: no argument given");
+  c.dpdk_eal_args_line = m.line;
+  return true;
+}
+
+// dpdk_ports: port ids or DPDK device names; whether they exist is only
+// known after EAL start-up, which reports it at this line.
+bool apply_dpdk_ports(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  Config& c = p.config();
+  for (const UclNode* item : items) {
+    const std::string& v = item->text;
+    bool plain = !v.empty() && v.size() <= 64;
+    for (char ch : v) {
+      plain = plain && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == ':' ||
+                        ch == '.' || ch == '-');
+    }
+    if (!plain) {
+      return p.fail(item->line, "dpdk_ports: '" + v + "' is neither a port id nor a device name");
+    }
+    if (std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+        (v.size() > 5 || std::stoul(v) > 65535)) {
+      return p.fail(item->line, "dpdk_ports: port id " + v + " is out of range");
+    }
+    if (std::find(c.dpdk_ports.begin(), c.dpdk_ports.end(), v) != c.dpdk_ports.end()) {
+      return p.fail(item->line, "dpdk_ports: '" + v + "' is listed twice");
+    }
+    c.dpdk_ports.push_back(v);
+  }
+  c.dpdk_ports_line = m.line;
+  return true;
+}
+
+// dpdk_addresses: "10.0.0.2/24" (address and its subnet) or "10.0.0.2".
+bool apply_dpdk_addresses(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  Config& c = p.config();
+  for (const UclNode* item : items) {
+    const std::string& v = item->text;
+    const size_t slash = v.find('/');
+    InterfaceAddress a;
+    a.text = v;
+    in_addr addr{};
+    if (inet_pton(AF_INET, v.substr(0, slash).c_str(), &addr) != 1) {
+      const bool v6 = v.find(':') != std::string::npos;
+      return p.fail(item->line, "dpdk_addresses: '" + v + "' " +
+                                    (v6 ? "is IPv6: the DPDK backend serves IPv4 only"
+                                        : "is not an IPv4 address (a.b.c.d or a.b.c.d/len)"));
+    }
+    a.ip = ntohl(addr.s_addr);
+    if (slash != std::string::npos) {
+      uint64_t len = 0;
+      std::string err;
+      if (!ucl_to_uint(v.substr(slash + 1), len, err) || len > 32) {
+        return p.fail(item->line, "dpdk_addresses: '" + v + "': the prefix length must be 0..32");
+      }
+      a.prefix_len = uint8_t(len);
+    }
+    const uint8_t first = uint8_t(a.ip >> 24);
+    if (a.ip == 0 || first == 127 || first >= 224) {
+      return p.fail(item->line, "dpdk_addresses: '" + v +
+                                    "' cannot be a host address (zero, loopback, multicast or "
+                                    "broadcast)");
+    }
+    for (const InterfaceAddress& other : c.dpdk_addresses) {
+      if (other.ip == a.ip) return p.fail(item->line, "dpdk_addresses: '" + v + "' is listed twice");
+    }
+    c.dpdk_addresses.push_back(a);
+  }
+  if (c.dpdk_addresses.size() > 255) return p.fail(m.line, "dpdk_addresses: more than 255 addresses");
+  c.dpdk_addresses_line = m.line;
+  return true;
+}
+
+// ---------------------------------------------------------------- show
+
+std::string duration_text(uint64_t seconds);
+
+template <typename T, typename TextOf>
+std::string joined(const std::vector<T>& items, TextOf text_of, const char* when_empty) {
+  if (items.empty()) return when_empty;
+  std::string out;
+  for (const T& item : items) out += (out.empty() ? "" : ", ") + text_of(item);
+  return out;
+}
+
+std::string show_allow_update(const Config& c) {
+  return joined(c.allow_update, [](const Network& n) { return n.text; }, "(nobody)");
+}
+std::string show_workers(const Config& c) {
+  return c.workers == 0 ? "auto (one per core)" : std::to_string(c.workers);
+}
+std::string show_io(const Config& c) {
+  return c.io == IoBackendKind::uring ? "uring" : c.io == IoBackendKind::recvmmsg ? "recvmmsg" : "dpdk";
+}
+std::string show_control_socket(const Config& c) { return c.control_socket; }
+std::string show_keypairs(const Config& c) {
+  std::string out;
+  for (size_t i = 0; i < c.keypairs.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + ("pubkey " + c.keypairs[i].pubkey) +
+           (i == 0 ? " (default)" : "");
+  }
+  return out.empty() ? "(none)" : out;
+}
+std::string show_dpdk_eal_args(const Config& c) {
+  return joined(c.dpdk_eal_args, [](const std::string& s) { return s; }, "(none)");
+}
+std::string show_dpdk_ports(const Config& c) {
+  return joined(c.dpdk_ports, [](const std::string& s) { return s; }, "every probed port");
+}
+std::string show_dpdk_addresses(const Config& c) {
+  return joined(c.dpdk_addresses, [](const InterfaceAddress& a) { return a.text; }, "(none)");
+}
+std::string show_ratelimit(const Config& c) {
+  const RatelimitConfig& r = c.ratelimit;
+  std::string rates;
+  for (size_t f = 0; f < kRateFamilies; ++f) {
+    for (const RateBucket& b : r.rates[f]) {
+      char one[96];
+      snprintf(one, sizeof one, "%s%s burst %g leak %g/s", rates.empty() ? "" : ", ",
+               rate_family_name(RateFamily(f + 1)), b.burst, b.rate);
+      rates += one;
+    }
+  }
+  return "rates: " + (rates.empty() ? std::string("(none: nothing limited)") : rates) +
+         "; compat " + (r.compat == RatelimitCompat::rspamd ? "rspamd" : "shingled") +
+         "; max_rcpts " + std::to_string(r.max_rcpts) + "; expire " +
+         duration_text(r.expire_seconds);
+}
+
+// "90d", "36h", "60s": days or hours where they divide the value, else
+// seconds.
+std::string duration_text(uint64_t seconds) {
+  if (seconds != 0 && seconds % 86400 == 0) return std::to_string(seconds / 86400) + "d";
+  if (seconds != 0 && seconds % 3600 == 0) return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds) + "s";
+}
+std::string size_text(uint64_t bytes) {
+  if (bytes != 0 && bytes % (uint64_t(1) << 30) == 0) return std::to_string(bytes >> 30) + "gb";
+  if (bytes != 0 && bytes % (uint64_t(1) << 20) == 0) return std::to_string(bytes >> 20) + "mb";
+  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "kb";
+  return std::to_string(bytes);
+}
+// Large powers of two as "2^36"; everything else in decimal.
+std::string count_text(uint64_t n) {
+  if (n >= (uint64_t(1) << 32) && (n & (n - 1)) == 0) return "2^" + std::to_string(__builtin_ctzll(n));
+  return std::to_string(n);
+}
+std::string bound_text(const OptionRow& row, uint64_t n) {
+  if (row.kind == OptionKind::duration) return duration_text(n);
+  if (row.kind == OptionKind::size) return size_text(n);
+  return count_text(n);
+}
+
+uint64_t number_in(const OptionRow& row, const Config& c) {
+  if (auto f = std::get_if<uint64_t Config::*>(&row.field)) return c.*(*f);
+  if (auto f = std::get_if<uint32_t Config::*>(&row.field)) return c.*(*f);
+  return 0;
+}
+
+// ---------------------------------------------------------------- the rows
+
+using A = std::array<const char*, 3>;
+
+const OptionRow kRows[] = {
+    // Fuzzy storage.
+    {"bind_socket", {}, OptionKind::addresses, 0, 0, "\"127.0.0.1:11335\"", "127.0.0.1:11335",
+     "UDP address(es) of the fuzzy storage; repeat or list several, IPv4 and IPv6 "
+     "(\"[::1]:11335\", \"*:11335\" = both families)",
+     &Config::bind_sockets, nullptr, nullptr, true},
+    {"allow_update", {}, OptionKind::networks, 0, 0, "[\"127.0.0.1\", \"::1\"]", "127.0.0.1, ::1",
+     "addresses and CIDR networks allowed to WRITE and DEL; [] = nobody", {}, apply_allow_update,
+     show_allow_update, true},
+    {"expire", {}, OptionKind::duration, 1, kNoLimit, "90d", nullptr,
+     "a hash expires this long after its last write", &Config::expire_seconds},
+    {"max_hashes", {}, OptionKind::count, 1, kNoLimit, "1000000", nullptr,
+     "capacity of the digest table: past it, new digests are refused (500)", &Config::max_hashes},
+    {"max_memory", {}, OptionKind::size, uint64_t(1) << 20, kNoLimit, nullptr, "(unset)",
+     "instead of max_hashes: a RAM budget for the tables; the capacity is the largest that fits",
+     &Config::max_memory},
+    // Engine.
+    {"workers", {}, OptionKind::count, 0, kMaxWorkers, "auto", "auto (one per core)",
+     "worker threads, one per allowed CPU with auto", {}, apply_workers, show_workers},
+    {"pin_workers", {}, OptionKind::boolean, 0, 0, "true", nullptr,
+     "pin each worker to its CPU", &Config::pin_workers},
+    {"busy_poll_us", {}, OptionKind::count, 0, 1'000'000, "0", nullptr,
+     "microseconds a worker keeps polling after its last packet before it may sleep; "
+     "0 = sleep at once",
+     &Config::busy_poll_us},
+    {"io", {}, OptionKind::choice, 0, 0, "uring", nullptr,
+     "packet I/O backend: uring, recvmmsg or dpdk (uring falls back to recvmmsg)", {}, apply_io,
+     show_io},
+    {"dpdk_eal_args", {}, OptionKind::words, 0, 0, nullptr, "(none)",
+     "io = dpdk: the EAL's arguments, one string split at white space or an array", {},
+     apply_dpdk_eal_args, show_dpdk_eal_args},
+    {"dpdk_ports", {}, OptionKind::words, 0, 0, nullptr, "every probed port",
+     "io = dpdk: port ids or device names to serve", {}, apply_dpdk_ports, show_dpdk_ports},
+    {"dpdk_addresses", {}, OptionKind::words, 0, 0, nullptr, "(none; required with io = dpdk)",
+     "io = dpdk: the IPv4 addresses the appliance owns, with their subnet (\"10.0.0.2/24\")", {},
+     apply_dpdk_addresses, show_dpdk_addresses},
+    // Daemon.
+    {"control_socket", {}, OptionKind::path, 0, kMaxUnixPath, "\"data/shingled.sock\"",
+     "data/shingled.sock", "Unix socket for shinglectl", {}, apply_control_socket,
+     show_control_socket},
+    // Encryption.
+    {"keypair", {}, OptionKind::block, 0, 0, nullptr, "(none)",
+     "a server keypair as rspamadm keypair -u prints it; repeat for several, the first is the "
+     "default",
+     {}, apply_keypair, show_keypairs, true},
+    {"encrypted_only", {}, OptionKind::boolean, 0, 0, "false", nullptr,
+     "refuse plain requests on every protocol; needs a keypair", &Config::encrypted_only},
+    {"keypair_cache_size", {}, OptionKind::count, 1, 1u << 20, "512", nullptr,
+     "shared keys cached per worker core", &Config::keypair_cache_size},
+    // Persistence and logs.
+    {"hashfile", A{"hash_file", "database", "file"}, OptionKind::path, 0, kNoLimit,
+     "\"data/shingled.lmdb\"", "data/shingled.lmdb",
+     "the LMDB database, a directory; created if missing", &Config::hashfile},
+    {"sync", {}, OptionKind::duration, 1, 86400, "60s", nullptr,
+     "how often changes are committed to hashfile: the crash window", &Config::sync_seconds},
+    {"log_file", {}, OptionKind::path, 0, kNoLimit, nullptr, "(stderr)",
+     "append log lines to this file; reopened on SIGHUP", &Config::log_file},
+    // Shingle counters.
+    {"counters_bind_socket", {}, OptionKind::addresses, 0, 0, "\"127.0.0.1:11337\"",
+     "127.0.0.1:11337", "UDP address(es) of the counter service, as bind_socket; [] = off",
+     &Config::counters_bind_sockets, nullptr, nullptr, true},
+    {"counters_max", {}, OptionKind::count, 1, uint64_t(1) << 36, "1000000", nullptr,
+     "live counters, all shards together; past it new counters are refused",
+     &Config::counters_max},
+    {"counters_ten_minute_periods", {}, OptionKind::count, 1, 144 * 14, "144", nullptr,
+     "10-minute periods kept", &Config::counters_ten_minute_periods},
+    {"counters_daily_periods", {}, OptionKind::count, 1, 366, "14", nullptr, "days kept",
+     &Config::counters_daily_periods},
+    // Rate limits.
+    {"ratelimit_bind_socket", {}, OptionKind::addresses, 0, 0, "\"127.0.0.1:11336\"",
+     "127.0.0.1:11336", "UDP address(es) of the rate-limit service, as bind_socket; [] = off",
+     &Config::ratelimit_bind_sockets, nullptr, nullptr, true},
+    {"ratelimit_max_buckets", {}, OptionKind::count, 1, uint64_t(1) << 32, "1000000", nullptr,
+     "buckets, all shards together; when full, the one nearest its drop time is evicted",
+     &Config::ratelimit_max_buckets},
+    {"ratelimit", {}, OptionKind::block, 0, 0, nullptr, "(none: nothing limited)",
+     "rspamd's ratelimit module options: rates, whitelisted_rcpts, whitelisted_ip, "
+     "bounce_senders, max_rcpts, expire, dynamic_rate_limit and its factors; and compat, "
+     "reservation_lease",
+     {}, apply_ratelimit, show_ratelimit},
+};
+
+// rspamd fuzzy worker (and generic worker) options that shingled does not
+// implement yet: refused by name rather than silently ignored.
+const char* const kUnsupportedOptions[] = {
+    "backend", "servers", "read_servers",
+    "write_servers", "count", "type", "allow_update_keys",
+    "read_only", "blocked", "delay", "skip_hashes", "weak_ids", "dynamic_keys_map",
+    "forbidden_ids", "master_timeout", "slave_key", "masters", "master_key",
+    "master_flags", "mirror", "slave", "sync_keypair", "updates_maxfail",
+    "collection_only", "collection_signkey", "collection_keypair", "collection_id_file",
+    "dedicated_update_worker", "tcp_timeout", "enabled", "max_files", "max_core",
+    "rlimit_nofile", "rlimit_maxcore", "redis",
+};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    prev.swap(cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::span<const OptionRow> option_table() { return kRows; }
+
+const OptionRow* find_option(std::string_view name) {
+  for (const OptionRow& row : kRows) {
+    if (name == row.name) return &row;
+    for (const char* alias : row.aliases) {
+      if (alias != nullptr && name == alias) return &row;
+    }
+  }
+  return nullptr;
+}
+
+bool is_unsupported_option(std::string_view name) {
+  // rspamd's ratelimit_* worker options; shingled's own are rows, found first.
+  if (name.substr(0, 10) == "ratelimit_") return true;
+  for (const char* unsupported : kUnsupportedOptions) {
+    if (name == unsupported) return true;
+  }
+  return false;
+}
+
+std::string option_suggestion(std::string_view name) {
+  if (name.size() > 64) return "";
+  std::string best;
+  size_t best_distance = 3;
+  for (const OptionRow& row : kRows) {
+    const size_t d = edit_distance(name, row.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = row.name;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+const char* kind_name(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::duration: return "duration";
+    case OptionKind::count: return "count";
+    case OptionKind::size: return "size";
+    case OptionKind::boolean: return "boolean";
+    case OptionKind::path: return "path";
+    case OptionKind::choice: return "choice";
+    case OptionKind::addresses: return "addresses";
+    case OptionKind::networks: return "networks";
+    case OptionKind::words: return "strings";
+    case OptionKind::block: return "block";
+  }
+  return "?";
+}
+
+std::string shown_default(const OptionRow& row) {
+  if (row.default_shown != nullptr) return row.default_shown;
+  return row.default_value != nullptr ? row.default_value : "(none)";
+}
+
+std::string shown_range(const OptionRow& row) {
+  if (row.kind == OptionKind::path && row.max != kNoLimit) {
+    return "at most " + std::to_string(row.max) + " bytes";
+  }
+  if (row.kind != OptionKind::duration && row.kind != OptionKind::count &&
+      row.kind != OptionKind::size) {
+    return "";
+  }
+  if (row.max == kNoLimit) return "at least " + bound_text(row, row.min);
+  if (row.min == 0) return "at most " + bound_text(row, row.max);
+  if (row.kind == OptionKind::duration) {
+    return "between " + bound_text(row, row.min) + " and " + bound_text(row, row.max);
+  }
+  return bound_text(row, row.min) + ".." + bound_text(row, row.max);
+}
+
+std::string shown_value(const OptionRow& row, const Config& c) {
+  if (row.show != nullptr) return row.show(c);
+  switch (row.kind) {
+    case OptionKind::duration:
+      return duration_text(number_in(row, c));
+    case OptionKind::count:
+      return std::to_string(number_in(row, c));
+    case OptionKind::size: {
+      const uint64_t n = number_in(row, c);
+      return n == 0 ? shown_default(row) : std::to_string(n) + " bytes";
+    }
+    case OptionKind::boolean:
+      return c.*std::get<bool Config::*>(row.field) ? "true" : "false";
+    case OptionKind::path: {
+      const std::string& path = c.*std::get<std::string Config::*>(row.field);
+      return path.empty() ? shown_default(row) : path;
+    }
+    case OptionKind::addresses:
+      return joined(c.*std::get<std::vector<ListenAddress> Config::*>(row.field),
+                    [](const ListenAddress& a) { return a.text; }, "(off)");
+    default:
+      return "?";
+  }
+}
+
+std::string render_option_listing() {
+  std::string out;
+  for (const OptionRow& row : kRows) {
+    out += row.name;
+    std::string also;
+    for (const char* alias : row.aliases) {
+      if (alias != nullptr) also += std::string(also.empty() ? "" : ", ") + alias;
+    }
+    if (!also.empty()) out += " (also " + also + ")";
+    out += "\n    type: " + std::string(kind_name(row.kind));
+    if (row.repeatable) out += ", repeatable";
+    const std::string range = shown_range(row);
+    if (!range.empty()) out += "; " + range;
+    out += "\n    default: " + shown_default(row) + "\n    " + row.help + "\n";
+  }
+  return out;
+}
+
+std::string render_resolved_config(const Config& c) {
+  size_t width = 0;
+  for (const OptionRow& row : kRows) width = std::max(width, std::string_view(row.name).size());
+  std::string out;
+  for (const OptionRow& row : kRows) {
+    std::string name = row.name;
+    name.resize(width + 2, ' ');
+    out += "  " + name + shown_value(row, c) + "\n";
+  }
+  return out;
+}
+
+}  // namespace shingled
