@@ -24,6 +24,8 @@
 #
 #   scripts/bench-dpdk.sh [BUILD_DIR]
 #     env: STORED=100000 DURATION=5 INFLIGHT=128 RUNS=3 PATHS="uring memif"
+#          SHINGLED=BUILD_DIR/src/daemon/shingled (another daemon binary, e.g.
+#          an older commit's, driven by this build's generator and driver)
 #
 # Needs root and a build with -Ddpdk=enabled. Both CPUs are busy for the
 # whole run (two pollers): keep it short on a shared machine. Cleans up its
@@ -48,7 +50,8 @@ SOCK="$TMP/memif.sock"
 PID=""
 DRIVER="$BUILD/bench/dpdk_memif_driver"
 LOAD="$BUILD/tools/shingle-load"
-for b in "$BUILD/src/daemon/shingled" "$LOAD" "$DRIVER"; do
+SHINGLED=${SHINGLED:-$BUILD/src/daemon/shingled}
+for b in "$SHINGLED" "$LOAD" "$DRIVER"; do
   [ -x "$b" ] || { echo "bench-dpdk: $b is not built (ninja -C $BUILD; DPDK enabled?)" >&2; exit 1; }
 done
 
@@ -80,7 +83,7 @@ start_server() {
       echo "dpdk_addresses = \"$ip/24\"; dpdk_eal_args = \"$EAL --file-prefix $PREFIX-s -l $SRV_CPU --vdev=$vdev\";"
     fi
   } >"$dir/shingled.conf"
-  ${ns:+ip netns exec "$ns"} taskset -c $SRV_CPU "$BUILD/src/daemon/shingled" --config "$dir/shingled.conf" \
+  ${ns:+ip netns exec "$ns"} taskset -c $SRV_CPU "$SHINGLED" --config "$dir/shingled.conf" \
     >"$dir/log" 2>&1 &
   PID=$!
   for _ in $(seq 100); do grep -q "worker(s) on" "$dir/log" && return 0; sleep 0.1; done
