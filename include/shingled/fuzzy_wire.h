@@ -29,10 +29,13 @@ enum Command : uint8_t {
   kPing = 4,
 };
 
-// Result codes carried in `value` with prob 0 (spec 6.3). shingled answers
-// with rspamd 3.4's codes, which every rspamd client understands.
-inline constexpr int32_t kResultForbidden = 403;  // no write permission / encrypted_only
-inline constexpr int32_t kResultInternal = 500;   // store full: the write was not applied
+// Result codes carried in `value` with prob 0 (spec 6.3). Storages since
+// rspamd 3.10 tell refusals apart (current clients show them as symbols);
+// 3.4-3.9 storages answered 403 to all of them (`reply_codes = "legacy"`).
+inline constexpr int32_t kResultForbidden = 403;           // legacy: any refusal; current: rate limited
+inline constexpr int32_t kResultWriteRefused = 503;        // current: WRITE/DEL not allowed
+inline constexpr int32_t kResultEncryptionRequired = 415;  // current: plain request, encrypted_only
+inline constexpr int32_t kResultInternal = 500;            // store full: the write was not applied
 
 // The client epoch decides the reply body size (spec 4).
 enum class Epoch : uint8_t {

@@ -17,6 +17,11 @@ namespace shingled {
 
 enum class IoBackendKind { uring, recvmmsg, dpdk };
 
+// The codes a fuzzy refusal carries: rspamd 3.10+'s (415 plain request to
+// an encrypted_only storage, 503 write refused), or the 403 that 3.4-3.9
+// storages answered to both, which 3.4-3.9 clients show as FUZZY_BLOCKED.
+enum class FuzzyReplyCodes : uint8_t { current, legacy };
+
 // An IPv4 address the DPDK backend answers for, with the length of its
 // subnet's prefix (`dpdk_addresses = ["10.0.0.2/24"]`; /32 when omitted).
 struct InterfaceAddress {
@@ -49,6 +54,7 @@ struct Config {
   std::vector<ListenAddress> bind_sockets;
   uint64_t expire_seconds = 0;
   std::vector<Network> allow_update;
+  FuzzyReplyCodes reply_codes = FuzzyReplyCodes::current;
   // The LMDB environment (a directory) holding the durable copy, and how
   // often changes are committed to it.
   std::string hashfile;
@@ -95,6 +101,10 @@ struct Config {
   int dpdk_addresses_line = 0;
 
   // Daemon.
+  bool strict_config = false;
+  // What the loader accepted but ignored ("file:line: ..."): logged at start
+  // and printed by --check-config.
+  std::vector<std::string> warnings;
   std::string control_socket;  // Unix socket for shinglectl
   std::string log_file;        // "" = stderr; reopened on SIGHUP
 };

@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/net_address.h"
 #include "config/option_parser.h"
@@ -31,7 +34,7 @@ bool is_fuzzy_worker_type(const std::string& type) {
 class Loader {
  public:
   Loader(const std::string& file, Config& cfg, ConfigError& error)
-      : cfg_(cfg), parser_(file, cfg, error) {}
+      : file_(file), cfg_(cfg), parser_(file, cfg, error) {}
 
   bool load(const UclNode& root) {
     for (const UclNode& member : root.children) {
@@ -41,7 +44,7 @@ class Loader {
       }
       if (!apply_option(member, false)) return false;
     }
-    return check_across_options();
+    return settle_ignored(file_) && check_across_options();
   }
 
  private:
@@ -176,18 +179,52 @@ class Loader {
     if (in_worker && (key == "type" || key == "count")) return true;  // rspamd's, unused
     if (key == "worker") return parser_.fail(m.key_line, "'worker' blocks cannot be nested");
     if (const OptionRow* row = find_option(key)) return parser_.apply(*row, m);
-    if (is_unsupported_option(key)) {
-      std::string hint;
-      if (key == "count") hint = " (use 'workers' for the number of worker threads)";
-      if (key == "type") hint = " outside a worker block";
-      return parser_.fail(m.key_line, "option '" + key + "' is not supported yet" + hint);
+    if (const ForeignOption* foreign = find_foreign_option(key)) {
+      if (foreign->ignorable) return ignore(m, *foreign);
+      std::string why = ": " + std::string(foreign->reason);
+      if (key == "count") why = " (use 'workers' for the number of worker threads)";
+      if (key == "type") why = " outside a worker block";
+      return parser_.fail(m.key_line, "option '" + key + "' is not supported yet" + why);
     }
     return parser_.fail(m.key_line, "unknown option '" + key + "'" + option_suggestion(key));
   }
 
+  // backend and the Redis options, as the stock worker-fuzzy.inc sets them:
+  // a warning each (an error under strict_config, decided at the end, when
+  // strict_config has been read wherever it stands).
+  bool ignore(const UclNode& m, const ForeignOption& foreign) {
+    std::string shown;
+    if (m.key == "backend") {
+      if (!parser_.scalar(m)) return false;
+      if (m.text != "redis" && m.text != "sqlite") {
+        return parser_.fail(m.line, "backend: '" + m.text + "' is not rspamd's \"redis\" or "
+                                    "\"sqlite\" (shingled always stores, in hashfile)");
+      }
+      shown = " = \"" + m.text + "\"";
+    }
+    ignored_.emplace_back(m.key_line, "option '" + m.key + "'" + shown + " is ignored: " +
+                                          foreign.reason);
+    return true;
+  }
+
+  // Ignored options become warnings, or the first of them an error.
+  bool settle_ignored(const std::string& file) {
+    if (ignored_.empty()) return true;
+    if (cfg_.strict_config) {
+      return parser_.fail(ignored_.front().first,
+                          ignored_.front().second + " (refused: strict_config = true)");
+    }
+    for (const auto& [line, text] : ignored_) {
+      cfg_.warnings.push_back(file + ":" + std::to_string(line) + ": " + text);
+    }
+    return true;
+  }
+
+  const std::string& file_;
   Config& cfg_;
   OptionParser parser_;
   int worker_line_ = 0;
+  std::vector<std::pair<int, std::string>> ignored_;  // key line, what was ignored and why
 };
 
 }  // namespace

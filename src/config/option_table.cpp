@@ -57,6 +57,18 @@ bool apply_io(const UclNode& m, OptionParser& p) {
   return true;
 }
 
+bool apply_reply_codes(const UclNode& m, OptionParser& p) {
+  if (m.text == "current") {
+    p.config().reply_codes = FuzzyReplyCodes::current;
+  } else if (m.text == "legacy") {
+    p.config().reply_codes = FuzzyReplyCodes::legacy;
+  } else {
+    return p.fail(m.line, "reply_codes: '" + m.text + "' is not \"current\" (rspamd 3.10 and "
+                                                      "later) or \"legacy\" (rspamd 3.4 to 3.9)");
+  }
+  return true;
+}
+
 bool apply_control_socket(const UclNode& m, OptionParser& p) {
   if (m.text.empty()) return p.fail(m.line, "control_socket: the path is empty");
   if (m.text.size() > kMaxUnixPath) {
@@ -289,6 +301,9 @@ std::string show_workers(const Config& c) {
 std::string show_io(const Config& c) {
   return c.io == IoBackendKind::uring ? "uring" : c.io == IoBackendKind::recvmmsg ? "recvmmsg" : "dpdk";
 }
+std::string show_reply_codes(const Config& c) {
+  return c.reply_codes == FuzzyReplyCodes::current ? "current" : "legacy";
+}
 std::string show_control_socket(const Config& c) { return c.control_socket; }
 std::string show_keypairs(const Config& c) {
   std::string out;
@@ -367,6 +382,10 @@ const OptionRow kRows[] = {
     {"allow_update", {}, OptionKind::networks, 0, 0, "[\"127.0.0.1\", \"::1\"]", "127.0.0.1, ::1",
      "addresses and CIDR networks allowed to WRITE and DEL; [] = nobody", {}, apply_allow_update,
      show_allow_update, true},
+    {"reply_codes", {}, OptionKind::choice, 0, 0, "current", nullptr,
+     "refusal codes: current (rspamd 3.10+: 415 encryption required, 503 write refused) or "
+     "legacy (rspamd 3.4-3.9: 403 for both)",
+     {}, apply_reply_codes, show_reply_codes},
     {"expire", {}, OptionKind::duration, 1, kNoLimit, "90d", nullptr,
      "a hash expires this long after its last write", &Config::expire_seconds},
     {"max_hashes", {}, OptionKind::count, 1, kNoLimit, "1000000", nullptr,
@@ -395,6 +414,9 @@ const OptionRow kRows[] = {
      "io = dpdk: the IPv4 addresses the appliance owns, with their subnet (\"10.0.0.2/24\")", {},
      apply_dpdk_addresses, show_dpdk_addresses},
     // Daemon.
+    {"strict_config", {}, OptionKind::boolean, 0, 0, "false", nullptr,
+     "refuse rspamd's backend and Redis options instead of accepting them with a warning",
+     &Config::strict_config},
     {"control_socket", {}, OptionKind::path, 0, kMaxUnixPath, "\"data/shingled.sock\"",
      "data/shingled.sock", "Unix socket for shinglectl", {}, apply_control_socket,
      show_control_socket},
@@ -440,18 +462,66 @@ const OptionRow kRows[] = {
      {}, apply_ratelimit, show_ratelimit},
 };
 
-// rspamd fuzzy worker (and generic worker) options that shingled does not
-// implement yet: refused by name rather than silently ignored.
-const char* const kUnsupportedOptions[] = {
-    "backend", "servers", "read_servers",
-    "write_servers", "count", "type", "allow_update_keys",
-    "read_only", "blocked", "delay", "skip_hashes", "weak_ids", "dynamic_keys_map",
-    "forbidden_ids", "master_timeout", "slave_key", "masters", "master_key",
-    "master_flags", "mirror", "slave", "sync_keypair", "updates_maxfail",
-    "collection_only", "collection_signkey", "collection_keypair", "collection_id_file",
-    "dedicated_update_worker", "tcp_timeout", "enabled", "max_files", "max_core",
-    "rlimit_nofile", "rlimit_maxcore", "redis",
+constexpr const char* kAccessControl =
+    "access control is not built yet, and accepting it would answer otherwise than rspamd does";
+constexpr const char* kOldMirroring =
+    "not an option of current rspamd's fuzzy worker (the old master/slave mirroring)";
+constexpr const char* kProcessLimit =
+    "set process limits where shingled is started (systemd's LimitNOFILE, LimitCORE)";
+constexpr const char* kRedisOption =
+    "shingled keeps its data in hashfile (LMDB) and talks to no Redis";
+
+const ForeignOption kForeignOptions[] = {
+    {"backend", true,
+     "shingled keeps its data in hashfile (LMDB) whatever the backend; rspamd's sqlite fuzzy.db "
+     "imports with 'shinglectl import-rspamd', its Redis data cannot be imported yet"},
+    {"redis", true, kRedisOption},
+    {"servers", true, kRedisOption},
+    {"read_servers", true, kRedisOption},
+    {"write_servers", true, kRedisOption},
+    {"timeout", true, kRedisOption},
+    {"db", true, kRedisOption},
+    {"username", true, kRedisOption},
+    {"password", true, kRedisOption},
+    {"prefix", true, kRedisOption},
+    {"tcp_timeout", false, "shingled serves UDP only for now"},
+    {"dedicated_update_worker", false,
+     "every shingled worker applies the updates of the digests it owns: there is no update "
+     "worker to dedicate"},
+    {"updates_maxfail", false,
+     "a failed sync is retried until it commits and nothing is discarded (docs/persistence.md)"},
+    {"allow_update_keys", false, kAccessControl},
+    {"read_only", false, kAccessControl},
+    {"blocked", false, kAccessControl},
+    {"delay", false, kAccessControl},
+    {"delay_whitelist", false, kAccessControl},
+    {"skip_hashes", false, kAccessControl},
+    {"weak_ids", false, kAccessControl},
+    {"forbidden_ids", false, kAccessControl},
+    {"dynamic_keys_map", false, kAccessControl},
+    {"count", false, "rspamd's process count"},
+    {"type", false, "rspamd's worker type"},
+    {"masters", false, kOldMirroring},
+    {"master_key", false, kOldMirroring},
+    {"master_flags", false, kOldMirroring},
+    {"master_timeout", false, kOldMirroring},
+    {"mirror", false, kOldMirroring},
+    {"slave", false, kOldMirroring},
+    {"slave_key", false, kOldMirroring},
+    {"sync_keypair", false, kOldMirroring},
+    {"collection_only", false, kOldMirroring},
+    {"collection_signkey", false, kOldMirroring},
+    {"collection_keypair", false, kOldMirroring},
+    {"collection_id_file", false, kOldMirroring},
+    {"enabled", false, "rspamd's worker switch: shingled runs when it is started"},
+    {"max_files", false, kProcessLimit},
+    {"max_core", false, kProcessLimit},
+    {"rlimit_nofile", false, kProcessLimit},
+    {"rlimit_maxcore", false, kProcessLimit},
 };
+
+// rspamd's ratelimit_* worker options (shingled's own are rows, found first).
+const ForeignOption kFuzzyRatelimitOption = {"ratelimit_*", false, kAccessControl};
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -481,13 +551,12 @@ const OptionRow* find_option(std::string_view name) {
   return nullptr;
 }
 
-bool is_unsupported_option(std::string_view name) {
-  // rspamd's ratelimit_* worker options; shingled's own are rows, found first.
-  if (name.substr(0, 10) == "ratelimit_") return true;
-  for (const char* unsupported : kUnsupportedOptions) {
-    if (name == unsupported) return true;
+const ForeignOption* find_foreign_option(std::string_view name) {
+  for (const ForeignOption& option : kForeignOptions) {
+    if (name == option.name) return &option;
   }
-  return false;
+  if (name.substr(0, 10) == "ratelimit_" && find_option(name) == nullptr) return &kFuzzyRatelimitOption;
+  return nullptr;
 }
 
 std::string option_suggestion(std::string_view name) {

@@ -75,9 +75,18 @@ std::span<const OptionRow> option_table();
 // The row named `name` or one of its aliases; nullptr when there is none.
 const OptionRow* find_option(std::string_view name);
 
-// rspamd's fuzzy worker options (and generic worker options) shingled does
-// not implement: refused by name, never silently ignored.
-bool is_unsupported_option(std::string_view name);
+// rspamd's fuzzy worker options (and generic worker options) that shingled
+// does not implement. The `ignorable` ones say where rspamd keeps its data
+// (`backend` and the Redis options of the stock worker-fuzzy.inc): pasted,
+// they are accepted with a warning giving `reason`, since shingled keeps its
+// data in hashfile whatever they say (or refused under strict_config). The
+// others are refused by name with `reason`, never silently ignored.
+struct ForeignOption {
+  const char* name;
+  bool ignorable;
+  const char* reason;
+};
+const ForeignOption* find_foreign_option(std::string_view name);
 
 // " (did you mean 'expire'?)" for a near miss of a row's name, else "".
 std::string option_suggestion(std::string_view name);

@@ -132,6 +132,7 @@ bool decode_keypairs(const Config& c, std::vector<Keypair>& out, ConfigError& er
 // derives from them.
 void print_summary(const Config& c, const std::vector<Keypair>& keypairs) {
   printf("config %s: OK\n", c.source.empty() ? "(built-in defaults)" : c.source.c_str());
+  for (const std::string& warning : c.warnings) printf("warning: %s\n", warning.c_str());
   fputs(render_resolved_config(c).c_str(), stdout);
   if (c.max_memory != 0) {
     printf("  (max_memory holds %llu hashes)\n",
@@ -412,6 +413,7 @@ int run(int argc, char** argv) {
   std::vector<Keypair> keypairs;
   if (const int rc = load_configuration(opt, config, keypairs); rc >= 0) return rc;
   if (!open_log_file(config)) return 1;
+  for (const std::string& warning : config.warnings) LOG_WARN("%s", warning.c_str());
   const int sig_fd = take_signals();
 
   std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config);

@@ -1,7 +1,7 @@
 // Fuzzy request semantics. Answers follow rspamd 3.4 where a 3.4 client can
-// tell the difference (reply sizes, 403 refusals, ts = 0 on exact hits) and
-// current rspamd elsewhere (version handshake, multi-flag v2 replies, PING
-// echo, STAT count split over value and flag). Encrypted requests (spec 10)
+// tell the difference (reply sizes, ts = 0 on exact hits) and current rspamd
+// elsewhere (version handshake, multi-flag v2 replies, PING echo, STAT count
+// split over value and flag, refusal codes unless reply_codes = "legacy"). Encrypted requests (spec 10)
 // are opened here and their replies sealed here; nothing downstream knows.
 #include "engine/fuzzy_service.h"
 
@@ -13,7 +13,14 @@
 namespace shingled {
 
 FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer& sealer)
-    : store_(store), allow_update_(config.allow_update), sealer_(sealer) {}
+    : store_(store),
+      allow_update_(config.allow_update),
+      sealer_(sealer),
+      encryption_required_code_(config.reply_codes == FuzzyReplyCodes::legacy
+                                    ? fuzzy::kResultForbidden
+                                    : fuzzy::kResultEncryptionRequired),
+      write_refused_code_(config.reply_codes == FuzzyReplyCodes::legacy ? fuzzy::kResultForbidden
+                                                                        : fuzzy::kResultWriteRefused) {}
 
 size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                             WorkerContext& ctx, uint8_t* out) const {
@@ -65,10 +72,11 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     return Disposition::drop;
   }
 
-  // A plain request to an encrypted_only storage: 403, in plain (spec 7.9).
+  // A plain request to an encrypted_only storage, whatever its command: 415
+  // (403 from legacy storages), in plain (spec 7.9).
   if (sealer_.encrypted_only() && !seal.encrypted) {
     stats.encrypted_only_refused.add();
-    reply_len = encode(req, seal, refusal(req, fuzzy::kResultForbidden), ctx, reply);
+    reply_len = encode(req, seal, refusal(req, encryption_required_code_), ctx, reply);
     return Disposition::reply;
   }
 
@@ -104,7 +112,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   // Everything else is an update: permission first (spec 8.2).
   if (!any_network_contains(allow_update_, peer)) {
     stats.forbidden.add();
-    reply_len = encode(req, seal, refusal(req, fuzzy::kResultForbidden), ctx, reply);
+    reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
     return Disposition::reply;
   }
   if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) return Disposition::update;

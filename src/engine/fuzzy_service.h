@@ -70,6 +70,10 @@ class FuzzyService {
   FuzzyStore& store_;
   std::vector<Network> allow_update_;
   const Sealer& sealer_;
+  // reply_codes: what a plain request to an encrypted_only storage and a
+  // refused write are answered with.
+  int32_t encryption_required_code_;
+  int32_t write_refused_code_;
 };
 
 }  // namespace shingled

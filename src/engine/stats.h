@@ -35,7 +35,7 @@ class Counter {
   X(exact_hits, "CHECKs that found the digest")                                             \
   X(shingle_hits, "CHECKs that matched by >= 17 of 32 shingles")                            \
   X(misses, "CHECKs that found nothing")                                                    \
-  X(forbidden, "updates refused with 403: source outside allow_update")                     \
+  X(forbidden, "updates refused (503, legacy 403): source outside allow_update")            \
   X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
   X(malformed, "datagrams dropped as malformed (all reasons)")                              \
   X(malformed_too_short, "dropped: shorter than 76 bytes")                                  \
@@ -47,7 +47,7 @@ class Counter {
   X(encrypted_requests, "encrypted requests (all keys)")                                    \
   X(decrypt_failures, "dropped: bad MAC, bad client key or truncated encrypted header")    \
   X(key_cache_misses, "shared keys computed (X25519) for a client not in the cache")       \
-  X(encrypted_only_refused, "plain requests refused with 403: encrypted_only")              \
+  X(encrypted_only_refused, "plain requests refused (415, legacy 403): encrypted_only")     \
   X(dropped, "replies or updates dropped: TX queue or inbox overflow")                      \
   X(forwarded_updates, "WRITE/DEL handed to the owner core of the digest")                  \
   X(index_messages, "shingle index batches sent to other owner cores")                      \

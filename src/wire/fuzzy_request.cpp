@@ -26,7 +26,11 @@ namespace {
 
 // Extension records (spec 3.3): three legacy types with implicit lengths; an
 // unknown legacy type invalidates the datagram. Types 0x80 and above carry a
-// length byte and are skipped (rspamd 4.1.5+ sender facts).
+// length byte and are skipped, but 0x80 itself (rspamd 4.1.5's sender facts,
+// a 32-bit word) is malformed with any length but 4, as rspamd reads it.
+constexpr uint8_t kExtSenderFacts = 0x80;
+constexpr size_t kSenderFactsSize = 4;
+
 bool extensions_valid(const uint8_t* p, size_t n) {
   size_t i = 0;
   while (i < n) {
@@ -35,6 +39,7 @@ bool extensions_valid(const uint8_t* p, size_t n) {
     if (type >= 0x80 || type == 'd') {
       if (i >= n) return false;  // type byte was the last byte
       payload = p[i++];
+      if (type == kExtSenderFacts && payload != kSenderFactsSize) return false;
     } else if (type == '4') {
       payload = 4;
     } else if (type == '6') {

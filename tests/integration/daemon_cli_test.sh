@@ -41,6 +41,39 @@ else
 fi
 
 check "check-config of defaults" bash -c "'$shingled' --check-config | grep -q '127.0.0.1:11335'"
+# --check-config prints every option's value, --help-config lists every option
+check "check-config shows every option" bash -c \
+  "'$shingled' --check-config | grep -Eq '^  ratelimit_max_buckets +1000000\$' && '$shingled' --check-config | grep -Eq '^  sync +60s\$'"
+check "help-config lists options with defaults" bash -c \
+  "'$shingled' --help-config | grep -A3 '^expire\$' | grep -q 'default: 90d'"
+check "help names all three ports" bash -c \
+  "'$shingled' --help | grep -q 11335 && '$shingled' --help | grep -q 11336 && '$shingled' --help | grep -q 11337"
+
+# current rspamd's stock fuzzy worker block, as rspamd.conf and worker-fuzzy.inc give it
+cat >stock.conf <<'CONF'
+worker "fuzzy" {
+  bind_socket = "127.0.0.1:1";
+  count = -1;
+  backend = "redis";
+  expire = 90d;
+  allow_update = ["localhost"];
+}
+CONF
+out=$("$shingled" --check-config --config stock.conf 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^warning: stock.conf:4: option 'backend' = \"redis\" is ignored: shingled keeps its data in hashfile" <<<"$out"; then
+  pass "stock worker block loads with a backend warning"
+else
+  fail "stock worker block loads with a backend warning" "rc=$rc output: $out"
+fi
+printf 'strict_config = true;\n' >>stock.conf
+out=$("$shingled" --check-config --config stock.conf 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q 'stock.conf:4: .*strict_config = true' <<<"$out"; then
+  pass "strict_config refuses the backend line"
+else
+  fail "strict_config refuses the backend line" "rc=$rc output: $out"
+fi
 
 # Start on the embedded defaults unless something already holds 11335..11337.
 port_busy() { grep -qE ':1133[567] ' <<<"$(ss -uln 2>/dev/null)"; }

@@ -90,8 +90,8 @@ lib_setup rspamd-enc-test
 
 # ---------------------------------------------------------------- ports
 read -r P_NORMAL P_CTRL P_ENC P_ENCONLY P_SHKEY \
-        P_R_ENC P_R_ENCPLAIN P_R_ENCONLY P_R_ENCONLYPLAIN P_R_SHKEY <<<"$(free_ports 10)"
-[ -n "$P_R_SHKEY" ] || die "could not pick free ports"
+        P_R_ENC P_R_ENCPLAIN P_R_ENCONLY P_R_ENCONLYPLAIN P_R_SHKEY P_ENCNOW P_R_ENCNOWPLAIN <<<"$(free_ports 12)"
+[ -n "$P_R_ENCNOWPLAIN" ] || die "could not pick free ports"
 
 # the `shinglectl keypair` server runs when shinglectl is known (always with --build)
 SHKEY=0; [ -n "$SHINGLECTL" ] && SHKEY=1
@@ -171,14 +171,23 @@ K_SHKEY_PUB=${K_SHKEY_PUB:-}
 #           is the default neither for shingled (first) nor for rspamd's storage (last): the
 #           server must pick the keypair by the key id in the request header (spec 11.4).
 # shkey:    keypair from `shinglectl keypair`
-SERVER_PID_enc=""; SERVER_PID_enconly=""; SERVER_PID_shkey=""
+# enconly_now (shingled only): encrypted_only with the default, current reply codes, which
+#           answer a plain request 415; enconly keeps rspamd 3.4's 403 (reply_codes = "legacy")
+#           so that it answers as the reference storage, Debian's rspamd 3.4, does.
+SERVER_PID_enc=""; SERVER_PID_enconly=""; SERVER_PID_shkey=""; SERVER_PID_enconly_now=""
+NOW=0; [ "$MODE" = shingled ] && NOW=1
+LEGACY_CODES=""; [ $NOW = 1 ] && LEGACY_CODES='reply_codes = "legacy";'
 start_server enc "$P_ENC" 127.0.0.1 "$(cat "$KEYS/enc.kp")"
 start_server enconly "$P_ENCONLY" 127.0.0.1 "$(cat "$KEYS/decoy_first.kp" "$KEYS/enconly.kp" "$KEYS/decoy_last.kp")
-encrypted_only = true;"
+encrypted_only = true;
+$LEGACY_CODES"
 [ $SHKEY = 1 ] && start_server shkey "$P_SHKEY" 127.0.0.1 "$(cat "$KEYS/shkey.kp")"
+[ $NOW = 1 ] && start_server enconly_now "$P_ENCNOW" 127.0.0.1 "$(cat "$KEYS/enconly.kp")
+encrypted_only = true;"
 wait_server enc "$P_ENC" || finish
 wait_server enconly "$P_ENCONLY" || finish
 if [ $SHKEY = 1 ]; then wait_server shkey "$P_SHKEY" || finish; fi
+if [ $NOW = 1 ]; then wait_server enconly_now "$P_ENCNOW" || finish; fi
 
 # one logging relay per rule, so each rule's traffic can be inspected separately
 start_relay "$P_R_ENC" "$P_ENC" enc
@@ -186,13 +195,15 @@ start_relay "$P_R_ENCPLAIN" "$P_ENC" enc_plain
 start_relay "$P_R_ENCONLY" "$P_ENCONLY" enconly
 start_relay "$P_R_ENCONLYPLAIN" "$P_ENCONLY" enconly_plain
 [ $SHKEY = 1 ] && start_relay "$P_R_SHKEY" "$P_SHKEY" shkey
+[ $NOW = 1 ] && start_relay "$P_R_ENCNOWPLAIN" "$P_ENCNOW" enconly_now_plain
 
 # ---------------------------------------------------------------- rspamd (client side)
 RSPAMD_SYMBOLS='    FUZZY_ENC { weight = 10.0; description = "flag 1: encrypted rule -> enc"; }
     FUZZY_ENC_PLAIN { weight = 1.0; description = "flag 1 seen by the plain read-only rule -> enc"; }
     FUZZY_ENCONLY { weight = 10.0; description = "flag 2: encrypted rule -> enconly"; }
     FUZZY_ENCONLY_PLAIN { weight = 1.0; description = "flag 3: plain rule -> enconly (refused)"; }
-    FUZZY_SHKEY { weight = 10.0; description = "flag 4: encrypted rule -> shkey"; }'
+    FUZZY_SHKEY { weight = 10.0; description = "flag 4: encrypted rule -> shkey"; }
+    FUZZY_ENCONLY_NOW_PLAIN { weight = 1.0; description = "flag 5: plain rule -> enconly_now (refused, 415)"; }'
 rule() {  # name port read_only encryption_key(or "") symbol flag
     echo "  rule \"$1\" {"
     echo "    servers = \"127.0.0.1:$2\";"
@@ -211,11 +222,15 @@ $(rule enconly "$P_R_ENCONLY" false "$K_ENCONLY_PUB" FUZZY_ENCONLY 2)
 $(rule enconly_plain "$P_R_ENCONLYPLAIN" false "" FUZZY_ENCONLY_PLAIN 3)"
 [ $SHKEY = 1 ] && RSPAMD_RULES="$RSPAMD_RULES
 $(rule shkey "$P_R_SHKEY" false "$K_SHKEY_PUB" FUZZY_SHKEY 4)"
+[ $NOW = 1 ] && RSPAMD_RULES="$RSPAMD_RULES
+$(rule enconly_now_plain "$P_R_ENCNOWPLAIN" true "" FUZZY_ENCONLY_NOW_PLAIN 5)"
 start_rspamd
 
 # ---------------------------------------------------------------- check helpers
 # Every scan also sends a plain CHECK to the encrypted_only server (rule enconly_plain), which
-# must answer 403: rspamd 3.4 then inserts FUZZY_BLOCKED with the rule name as option.
+# must answer 403: rspamd 3.4 then inserts FUZZY_BLOCKED with the rule name as option. With
+# shingled, a plain CHECK also goes to enconly_now (rule enconly_now_plain), which answers 415:
+# rspamd 3.4 only logs it, so FUZZY_BLOCKED must name enconly_plain and nothing else.
 NBLOCKED_OK=0; NBLOCKED_BAD=0; BLOCKED_BAD=""
 # hits_of_scan: the FUZZY_* symbols except FUZZY_BLOCKED, sorted, space separated
 hits_of_scan() { echo "$SCAN" | awk '$1 != "FUZZY_BLOCKED" && $1 != "" {print $1}' | sort | tr '\n' ' ' | sed 's/ $//'; }
@@ -331,7 +346,23 @@ for op in 0:CHECK:0 1:WRITE:1 2:DEL:1 3:STAT:0; do
     else
         fail "raw_plain_${cname}_to_enconly_403" "plain $cname to the encrypted_only server: expected len=96 value=403 flag=$flag_ tag_ok=1 prob=0 (a plain reply), got: $out"
     fi
+    [ $NOW = 1 ] || continue
+    out=$(py raw "$P_ENCNOW" "$code_" "$flag_" 10)
+    if echo "$out" | grep -q "^len=96 value=415 flag=$flag_ tag_ok=1 prob=0$"; then
+        pass "raw_plain_${cname}_to_enconly_now_415" "$out"
+    else
+        fail "raw_plain_${cname}_to_enconly_now_415" "plain $cname to the encrypted_only server with current reply codes: expected len=96 value=415 flag=$flag_ tag_ok=1 prob=0, got: $out"
+    fi
 done
+# What rspamd 3.4 makes of a 415: a log line, no symbol (the scans above saw no FUZZY_BLOCKED
+# for enconly_now_plain).
+if [ $NOW = 1 ]; then
+    if grep -q 'fuzzy check error for [0-9]*: unknown error (415)' "$TMP/rspamd/rspamd.log"; then
+        pass rspamd34_logs_415_as_unknown_error "$(grep -m1 'unknown error (415)' "$TMP/rspamd/rspamd.log" | cut -c1-200)"
+    else
+        fail rspamd34_logs_415_as_unknown_error "expected rspamd 3.4 to log 'fuzzy check error for N: unknown error (415)' for the plain rule to enconly_now"
+    fi
+fi
 settle
 
 # ---------------------------------------------------------------- 4. lookups

@@ -40,8 +40,10 @@ Options:
   --write-wait SEC       Sleep after each batch of writes/deletes before checking
                          (default: 0; rspamd-fuzzy: sync + 1.5, since rspamd applies
                          writes only at its next sync).
-  --refusal-code N       Value expected in replies to refused writes (default 403, as
-                         rspamd 3.4; 3.10+ storages answer 503).
+  --refusal-code N       Value expected in replies to refused writes (default: 503 for
+                         shingled, whose reply codes are current rspamd's; 403 for
+                         --rspamd-fuzzy, Debian's rspamd 3.4, and for any storage with 3.4's
+                         codes, such as shingled with reply_codes = "legacy").
   --vectors DIR          Spec vectors dir holding mail/msg{1,2,3}.eml (default:
                          $SHINGLED_VECTORS, else <repo>/../shared/spec/vectors).
   --start-timeout SEC    Max wait for each server / rspamd to come up (default 20).
@@ -59,7 +61,7 @@ EOF
 
 # ---------------------------------------------------------------- arguments
 MODE=""; SHINGLED=""; SHINGLED_CONF_EXTRA=""; SERVER_CMD=""
-SYNC=1; WRITE_WAIT=""; REFUSAL_CODE=403; VECTORS="${SHINGLED_VECTORS:-}"
+SYNC=1; WRITE_WAIT=""; REFUSAL_CODE=""; VECTORS="${SHINGLED_VECTORS:-}"
 START_TIMEOUT=20; RT=5; TRACE=0; KEEP=0; FUZZY_TIMEOUT=2s
 
 while [ $# -gt 0 ]; do
@@ -83,6 +85,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$MODE" ] || { usage >&2; die "choose --shingled PATH, --rspamd-fuzzy or --server-cmd CMD"; }
+if [ -z "$REFUSAL_CODE" ]; then
+    REFUSAL_CODE=403
+    # shingled's default codes are current rspamd's, unless the extra config asks for 3.4's
+    [ "$MODE" = shingled ] && ! [[ "$SHINGLED_CONF_EXTRA" =~ reply_codes\ *=\ *\"legacy\" ]] && REFUSAL_CODE=503
+fi
 
 lib_check_env
 lib_setup rspamd-fuzzy-test

@@ -251,7 +251,7 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"backend", "allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
+  for (const char* option : {"allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
                              "ratelimit_rate", "weak_ids", "dynamic_keys_map", "forbidden_ids",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
@@ -624,6 +624,51 @@ TEST(ConfigRatelimit, mistakes_stop_start_up_with_line_and_reason) {
                "is also the fuzzy storage's bind_socket");
   expect_error("ratelimit_bind_socket = \"127.0.0.1:99999\";\n", 1, "ratelimit_bind_socket");
   expect_error("ratelimit_max_buckets = 0;\n", 1, "ratelimit_max_buckets: must be");
+}
+
+// Current rspamd's stock fuzzy worker (rspamd.conf's block with
+// worker-fuzzy.inc pasted in) loads: `backend` and the Redis options are
+// accepted with a warning each, since shingled keeps its data in hashfile
+// whatever they say.
+TEST(ConfigStockWorker, stock_worker_block_loads_with_a_warning_per_redis_option) {
+  Config cfg;
+  ConfigError err;
+  ASSERT_TRUE(load_config_text("worker \"fuzzy\" {\n"
+                               "  bind_socket = \"localhost:11335\";\n"
+                               "  count = -1;\n"
+                               "  backend = \"redis\";\n"
+                               "  expire = 90d;\n"
+                               "  allow_update = [\"localhost\"];\n"
+                               "  servers = \"127.0.0.1:6379\";\n"
+                               "}\n",
+                               "stock.conf", cfg, err))
+      << err.to_string();
+  EXPECT_EQ(bind_texts(cfg), (Strings{"127.0.0.1:11335", "[::1]:11335"}));
+  EXPECT_EQ(cfg.expire_seconds, 90u * 86400);
+  EXPECT_EQ(allow_texts(cfg), (Strings{"localhost", "localhost"}));
+  ASSERT_EQ(cfg.warnings.size(), 2u);
+  EXPECT_EQ(cfg.warnings[0].rfind("stock.conf:4: option 'backend' = \"redis\" is ignored: shingled keeps "
+                                  "its data in hashfile (LMDB)", 0), 0u) << cfg.warnings[0];
+  EXPECT_EQ(cfg.warnings[1].rfind("stock.conf:7: option 'servers' is ignored: ", 0), 0u) << cfg.warnings[1];
+  EXPECT_TRUE(load_ok("backend = sqlite;\n").warnings.size() == 1u);
+  EXPECT_TRUE(load_ok("expire = 1d;\n").warnings.empty());
+}
+
+TEST(ConfigStockWorker, strict_config_refuses_what_would_be_ignored_wherever_it_stands) {
+  expect_error("backend = \"redis\";\nstrict_config = true;\n", 1,
+               "option 'backend' = \"redis\" is ignored: shingled keeps its data in hashfile");
+  expect_error("strict_config = yes;\nexpire = 1d;\npassword = \"x\";\n", 3,
+               "(refused: strict_config = true)");
+  expect_error("backend = \"noop\";\n", 1, "backend: 'noop' is not rspamd's \"redis\" or \"sqlite\"");
+  expect_error("backend = [redis];\n", 1, "option 'backend' takes a single value, not an array");
+}
+
+TEST(ConfigStockWorker, other_worker_options_are_refused_with_their_reason) {
+  expect_error("tcp_timeout = 5s;\n", 1, "option 'tcp_timeout' is not supported yet: shingled serves UDP only");
+  expect_error("dedicated_update_worker = true;\n", 1, "there is no update worker to dedicate");
+  expect_error("updates_maxfail = 3;\n", 1, "a failed sync is retried until it commits");
+  expect_error("ratelimit_rate = 100;\n", 1, "option 'ratelimit_rate' is not supported yet: access control");
+  expect_error("rlimit_nofile = 100000;\n", 1, "LimitNOFILE");
 }
 
 }  // namespace

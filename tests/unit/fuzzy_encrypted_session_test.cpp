@@ -114,8 +114,10 @@ TEST(EncryptedSession, encrypted_request_without_any_keypair_is_dropped) {
   EXPECT_EQ(h.ctx.stats.encrypted_without_key.get(), 1u);
 }
 
-TEST(EncryptedOnly, plain_requests_get_the_403_rspamd_sent_byte_for_byte) {
-  Harness h({key_41335()}, /*encrypted_only=*/true);
+// rspamd 3.4's storage answered 403; reply_codes = "legacy" answers as it
+// did, byte for byte.
+TEST(EncryptedOnly, legacy_codes_answer_plain_requests_with_the_403_rspamd_3_4_sent_byte_for_byte) {
+  Harness h({key_41335()}, /*encrypted_only=*/true, FuzzyReplyCodes::legacy);
   const test::VectorFile f = read_vector_file("x04-refusals.txt");
   for (const char* id : {"E20", "E24"}) {
     const std::vector<uint8_t> got = h.exchange(f.case_block(id, "request on the wire"));
@@ -132,6 +134,26 @@ TEST(EncryptedOnly, plain_requests_get_the_403_rspamd_sent_byte_for_byte) {
   // ...while the encrypted WRITE of the same message is applied.
   EXPECT_FALSE(h.exchange(read_vector_file("e02-write.txt").block("request on the wire")).empty());
   EXPECT_EQ(h.store.stored_hashes(), 1u);
+}
+
+// Current storages (rspamd 3.10+) answer 415 (encryption required) to every
+// plain command, and otherwise the same reply: the 3.4 capture with its
+// code changed.
+TEST(EncryptedOnly, current_codes_answer_plain_requests_with_415) {
+  Harness h({key_41335()}, /*encrypted_only=*/true);
+  const test::VectorFile f = read_vector_file("x04-refusals.txt");
+  for (const char* id : {"E20", "E24"}) {
+    const std::vector<uint8_t> got = h.exchange(f.case_block(id, "request on the wire"));
+    std::vector<uint8_t> want = f.case_block(id, "reply on the wire");
+    ASSERT_EQ(load_le32(want.data()), 403u) << id << ": the capture is rspamd 3.4's";
+    store_le32(want.data(), 415);
+    EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size())) << id;
+  }
+  const std::vector<uint8_t> got = h.exchange(read_vector_file("p02-write.txt").block("request"));
+  ASSERT_EQ(got.size(), 96u);
+  EXPECT_EQ(load_le32(got.data()), 415u) << "a plain WRITE gets 415 too, not 503";
+  EXPECT_EQ(load_le_f32(got.data() + 12), 0.0f);
+  EXPECT_EQ(h.store.stored_hashes(), 0u);
 }
 
 }  // namespace

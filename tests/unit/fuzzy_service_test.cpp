@@ -1,13 +1,18 @@
 // Request handling beyond the captures: the current client's version
 // handshake with multi-flag replies, the full-store error, STAT's split
-// count, and drops of malformed datagrams counted by reason.
+// count, refusal codes per epoch, extension records, and drops of malformed
+// datagrams counted by reason.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
 #include <cstring>
+#include <string>
 
 #include "service_harness.h"
 #include "store_test_support.h"
 #include "common/little_endian.h"
+#include "wire/keypair_text.h"
 
 namespace shingled {
 namespace {
@@ -90,6 +95,75 @@ TEST(Malformed, every_reason_is_counted_and_nothing_is_answered) {
   EXPECT_EQ(h.ctx.stats.malformed_truncated_shingles.get(), 1u);
   EXPECT_EQ(h.ctx.stats.malformed_bad_extension.get(), 1u);
   EXPECT_EQ(h.ctx.stats.check.get(), 0u);
+}
+
+// Refusal codes, per client epoch (reply sizes 16, 96 and 144) and per
+// reply_codes: rspamd 3.10+'s 503 and 415, or 3.4's 403 for both.
+TEST(ReplyCodes, refusals_carry_the_configured_code_in_every_epoch) {
+  struct Epoch {
+    uint8_t version;
+    size_t reply_size;
+  };
+  for (const Epoch e : {Epoch{3, 16}, Epoch{4, 96}, Epoch{0x14, 144}}) {
+    for (const FuzzyReplyCodes codes : {FuzzyReplyCodes::current, FuzzyReplyCodes::legacy}) {
+      const bool legacy = codes == FuzzyReplyCodes::legacy;
+      SCOPED_TRACE("version " + std::to_string(e.version) + (legacy ? " legacy" : " current"));
+      {
+        test::ServiceHarness h({}, false, codes);
+        inet_pton(AF_INET, "127.0.0.2", &h.peer.sin_addr);  // outside allow_update
+        for (uint8_t cmd : {fuzzy::kWrite, fuzzy::kDel}) {
+          fuzzy::Request w = make_request(7, cmd, 2, 5);
+          w.version = e.version;
+          const std::vector<uint8_t> r = h.exchange(encode(w));
+          ASSERT_EQ(r.size(), e.reply_size);
+          EXPECT_EQ(load_le32(r.data()), legacy ? 403u : 503u) << "cmd " << int(cmd);
+          EXPECT_EQ(load_le32(r.data() + 4), 2u) << "flag echoed";
+          EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f);
+        }
+        EXPECT_EQ(h.store.stored_hashes(), 0u);
+      }
+      {
+        test::ServiceHarness h({generate_keypair()}, /*encrypted_only=*/true, codes);
+        for (uint8_t cmd : {fuzzy::kCheck, fuzzy::kWrite, fuzzy::kStat, fuzzy::kPing}) {
+          fuzzy::Request q = make_request(7, cmd, 1, 1);
+          q.version = e.version;
+          const std::vector<uint8_t> r = h.exchange(encode(q));
+          ASSERT_EQ(r.size(), e.reply_size) << "cmd " << int(cmd);
+          EXPECT_EQ(load_le32(r.data()), legacy ? 403u : 415u) << "cmd " << int(cmd);
+          EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f);
+        }
+        EXPECT_EQ(h.store.stored_hashes(), 0u);
+      }
+    }
+  }
+}
+
+// Extension records after the command: rspamd 4.1.5 sends sender facts
+// (type 0x80, exactly 4 bytes); other types from 0x80 up are skipped
+// whatever their length; 0x80 with another length is malformed, as rspamd's
+// storage reads it.
+TEST(Extensions, sender_facts_are_accepted_with_four_bytes_and_malformed_otherwise) {
+  test::ServiceHarness h;
+  const std::vector<uint8_t> check = encode(make_request(1));
+  auto with = [&](std::vector<uint8_t> ext) {
+    std::vector<uint8_t> d = check;
+    d.insert(d.end(), ext.begin(), ext.end());
+    return d;
+  };
+  EXPECT_EQ(h.exchange(with({0x80, 4, 0, 0, 0x12, 0x34})).size(), 96u) << "sender facts";
+  EXPECT_EQ(h.exchange(with({'4', 10, 0, 0, 1, 0x80, 4, 1, 2, 3, 4})).size(), 96u)
+      << "after an IPv4 record";
+  EXPECT_EQ(h.exchange(with({0x81, 0})).size(), 96u) << "an unknown skippable type, empty";
+  EXPECT_EQ(h.exchange(with({0xfe, 3, 1, 2, 3})).size(), 96u) << "an unknown skippable type";
+  EXPECT_EQ(h.ctx.stats.malformed.get(), 0u);
+  for (const std::vector<uint8_t>& bad : {std::vector<uint8_t>{0x80, 3, 1, 2, 3},
+                                          std::vector<uint8_t>{0x80, 5, 1, 2, 3, 4, 5},
+                                          std::vector<uint8_t>{0x80, 0},
+                                          std::vector<uint8_t>{0x80, 4, 1, 2, 3},
+                                          std::vector<uint8_t>{0x80}}) {
+    EXPECT_TRUE(h.exchange(with(bad)).empty()) << "length byte " << (bad.size() > 1 ? int(bad[1]) : -1);
+  }
+  EXPECT_EQ(h.ctx.stats.malformed_bad_extension.get(), 5u);
 }
 
 }  // namespace

@@ -88,13 +88,27 @@ TEST(CapturedSession, malformed_requests_get_no_reply_and_are_counted) {
   EXPECT_EQ(h.ctx.stats.encrypted_without_key.get(), 3u);
 }
 
-TEST(CapturedSession, write_from_outside_allow_update_gets_403_with_flag_echoed) {
-  Harness h;
+TEST(CapturedSession, legacy_codes_refuse_a_write_from_outside_allow_update_with_403) {
+  Harness h({}, false, FuzzyReplyCodes::legacy);
   inet_pton(AF_INET, "127.0.0.2", &h.peer.sin_addr);
   const test::VectorFile f = read_vector_file("p02-write.txt");
   const std::vector<uint8_t> got = h.exchange(f.block("request"));
   ASSERT_EQ(got.size(), 96u);
   EXPECT_EQ(load_le32(got.data()), 403u);
+  EXPECT_EQ(load_le32(got.data() + 4), 1u) << "flag echoed";
+  EXPECT_EQ(load_le_f32(got.data() + 12), 0.0f);
+  EXPECT_EQ(h.store.stored_hashes(), 0u) << "a refused write must store nothing";
+  EXPECT_EQ(h.ctx.stats.forbidden.get(), 1u);
+}
+
+// rspamd 3.10+ answers a refused write 503 (current clients: FUZZY_FORBIDDEN).
+TEST(CapturedSession, current_codes_refuse_a_write_from_outside_allow_update_with_503) {
+  Harness h;
+  inet_pton(AF_INET, "127.0.0.2", &h.peer.sin_addr);
+  const test::VectorFile f = read_vector_file("p02-write.txt");
+  const std::vector<uint8_t> got = h.exchange(f.block("request"));
+  ASSERT_EQ(got.size(), 96u);
+  EXPECT_EQ(load_le32(got.data()), 503u);
   EXPECT_EQ(load_le32(got.data() + 4), 1u) << "flag echoed";
   EXPECT_EQ(load_le_f32(got.data() + 12), 0.0f);
   EXPECT_EQ(h.store.stored_hashes(), 0u) << "a refused write must store nothing";

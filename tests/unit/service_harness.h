@@ -15,10 +15,11 @@
 namespace shingled::test {
 
 struct ServiceHarness {
-  explicit ServiceHarness(std::vector<Keypair> keys = {}, bool encrypted_only = false)
+  explicit ServiceHarness(std::vector<Keypair> keys = {}, bool encrypted_only = false,
+                          FuzzyReplyCodes codes = FuzzyReplyCodes::current)
       : store(options()),
         sealer(std::move(keys), encrypted_only),
-        service(store, config(encrypted_only), sealer),
+        service(store, config(encrypted_only, codes), sealer),
         index(store) {
     peer.sin_family = AF_INET;
     peer.sin_port = htons(40000);
@@ -29,8 +30,9 @@ struct ServiceHarness {
     o.max_hashes = 1000;
     return o;
   }
-  static Config config(bool encrypted_only) {
+  static Config config(bool encrypted_only, FuzzyReplyCodes codes) {
     Config c = default_config();
+    c.reply_codes = codes;
     Network lo;
     std::string err;
     parse_network("127.0.0.1", lo, err);
