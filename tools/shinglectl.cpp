@@ -35,6 +35,10 @@ const char kUsage[] =
     "Commands for a running daemon:\n"
     "  stats                  live counters, summed and per core\n"
     "                         (--json: one JSON object, for scripts)\n"
+    "  lookup DIGEST          the stored record of one fuzzy hash (128 hex digits, as\n"
+    "                         rspamd logs it): flags and values, when it was created,\n"
+    "                         last written and expires, and whether it has shingles.\n"
+    "                         Exit 1 when it is not stored. (--json: one JSON object)\n"
     "  ping                   check that the daemon answers on its control socket\n"
     "  sync                   make the daemon write every change it has acknowledged\n"
     "                         to disk now, and wait until that sync has committed\n"
@@ -276,15 +280,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!offline_command && command != "stats" && command != "ping" && command != "sync" &&
-      command != "keypair") {
+      command != "keypair" && command != "lookup") {
     return usage_error("unknown command '" + command + "'");
   }
   // Options and arguments that mean nothing to the command are refused, not ignored.
-  const size_t max_arguments = command == "import" || command == "import-rspamd" ? 1 : 0;
+  const size_t max_arguments =
+      command == "import" || command == "import-rspamd" || command == "lookup" ? 1 : 0;
   if (arguments.size() > max_arguments) {
     return usage_error("unexpected argument '" + arguments[max_arguments] + "' for " + command);
   }
-  if (offline.json && command != "stats" && command != "info") {
+  if (offline.json && command != "stats" && command != "info" && command != "lookup") {
     return usage_error("--json does not apply to " + command);
   }
   if (!offline.output.empty() && command != "dump") return usage_error("--output applies to dump only");
@@ -295,8 +300,9 @@ int main(int argc, char** argv) {
     return usage_error("--db and --config apply to dump, import, import-rspamd and info only");
   }
   if (!db.empty() && !config_path.empty()) return usage_error("give --db or --config, not both");
-  if (socket_given && command != "stats" && command != "ping" && command != "sync") {
-    return usage_error("--socket applies to stats, ping and sync only");
+  if (socket_given && command != "stats" && command != "ping" && command != "sync" &&
+      command != "lookup") {
+    return usage_error("--socket applies to stats, ping, sync and lookup only");
   }
   if ((no_wait || timeout_given) && command != "sync") {
     return usage_error("--no-wait and --timeout apply to sync only");
@@ -308,6 +314,16 @@ int main(int argc, char** argv) {
   }
   if (command == "stats") return ask(socket_path, offline.json ? "stats json" : "stats table");
   if (command == "ping") return ask(socket_path, "ping");
+  if (command == "lookup") {
+    if (arguments.empty()) return usage_error("lookup needs a digest: 128 hex digits");
+    std::string reply;
+    const int rc = request(socket_path, std::string("lookup ") + (offline.json ? "json " : "") +
+                                            arguments[0], reply);
+    if (rc != 0) return rc;
+    fwrite(reply.data(), 1, reply.size(), stdout);
+    const bool missing = reply.rfind("not found", 0) == 0 || reply.find("\"found\":false") != std::string::npos;
+    return missing ? 1 : 0;
+  }
   if (command == "sync") return run_sync(socket_path, !no_wait, sync_timeout);
   if (!config_path.empty()) {
     shingled::Config config;

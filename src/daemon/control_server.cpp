@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -116,9 +117,10 @@ bool ControlServer::may_change_state(const Connection& c) const {
 std::string ControlServer::answer(const std::string& request, const Connection& c) const {
   const double uptime = now_seconds() - start_time_;
   if (request == "stats" || request == "stats json") {
-    return render_stats_json(engine_, persister_, uptime);
+    return render_stats_json(engine_, persister_, uptime, &history_);
   }
-  if (request == "stats table") return render_stats_table(engine_, persister_, uptime);
+  if (request == "stats table") return render_stats_table(engine_, persister_, uptime, &history_);
+  if (request.rfind("lookup ", 0) == 0) return lookup(request.substr(7));
   if (request == "ping") return "pong\n";
   if (request == "sync") {
     if (!may_change_state(c)) return "error: sync is for root and the daemon's own user or group\n";
@@ -126,7 +128,80 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
     if (persister_ == nullptr) return "error: this daemon persists nothing\n";
     return "sync " + std::to_string(persister_->request_sync()) + "\n";
   }
-  return "error: unknown request '" + request + "' (known: stats json, stats table, ping, sync)\n";
+  return "error: unknown request '" + request +
+         "' (known: stats json, stats table, ping, sync, lookup [json] DIGEST)\n";
+}
+
+namespace {
+
+bool parse_digest(const std::string& hex, uint8_t* digest) {
+  if (hex.size() != 2 * fuzzy::kDigestSize) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < fuzzy::kDigestSize; ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    digest[i] = uint8_t(hi << 4 | lo);
+  }
+  return true;
+}
+
+std::string utc_text(uint32_t unix_seconds) {
+  char text[32];
+  const time_t t = time_t(unix_seconds);
+  tm parts{};
+  gmtime_r(&t, &parts);
+  strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+}  // namespace
+
+std::string ControlServer::lookup(const std::string& args) const {
+  const bool json = args.rfind("json ", 0) == 0;
+  std::string hex = json ? args.substr(5) : args;
+  while (!hex.empty() && hex.back() == ' ') hex.pop_back();
+  uint8_t digest[fuzzy::kDigestSize];
+  if (!parse_digest(hex, digest)) {
+    return "error: lookup takes a digest of 128 hex digits (rspamd's fuzzy hash, as "
+           "rspamc fuzzy_add logs it)\n";
+  }
+  RecordView r;
+  bool has_shingles = false;
+  const FuzzyStore& store = engine_.store();
+  if (!store.inspect(digest, r, has_shingles)) {
+    return json ? "{\"digest\":\"" + hex + "\",\"found\":false}\n" : "not found: " + hex + "\n";
+  }
+  const uint32_t expires = uint32_t(std::min<uint64_t>(uint64_t(r.last_write) + store.expire_seconds(), UINT32_MAX));
+  const bool expired = uint64_t(time(nullptr)) > expires;
+  std::string out;
+  if (json) {
+    out = "{\"digest\":\"" + hex + "\",\"found\":true,\"flags\":[";
+    for (unsigned k = 0; k < r.n_flags; ++k) {
+      out += (k ? "," : "") + std::string("{\"flag\":") + std::to_string(r.flags[k].flag) +
+             ",\"value\":" + std::to_string(r.flags[k].value) + "}";
+    }
+    out += "],\"created\":" + std::to_string(r.first_write) + ",\"last_write\":" +
+           std::to_string(r.last_write) + ",\"expires\":" + std::to_string(expires) +
+           ",\"expired\":" + (expired ? "true" : "false") +
+           ",\"shingles\":" + (has_shingles ? "true" : "false") + "}\n";
+    return out;
+  }
+  out = "digest      " + hex + "\nflags      ";
+  for (unsigned k = 0; k < r.n_flags; ++k) {
+    out += " " + std::to_string(r.flags[k].flag) + ":" + std::to_string(r.flags[k].value);
+  }
+  out += "   (flag:value, the answering flag first)\n";
+  out += "created     " + std::to_string(r.first_write) + " (" + utc_text(r.first_write) + ")\n";
+  out += "last write  " + std::to_string(r.last_write) + " (" + utc_text(r.last_write) + ")\n";
+  out += "expires     " + std::to_string(expires) + " (" + utc_text(expires) + ")" +
+         (expired ? "  EXPIRED (a CHECK misses it; the sweep removes it)" : "") + "\n";
+  out += std::string("shingles    ") + (has_shingles ? "yes (near-duplicates can match it)" : "no (exact matches only)") + "\n";
+  return out;
 }
 
 void ControlServer::accept_all(uint64_t now_ms) {
@@ -180,6 +255,7 @@ bool ControlServer::step(Connection& c) {
 }
 
 void ControlServer::serve_pending(uint64_t now_ms) {
+  history_.sample(engine_, now_ms);
   epoll_event events[16];
   while (epoll_wait(epoll_fd_, events, 16, 0) > 0) {
     // Every registration is edge-triggered, so this ends; readiness is

@@ -1,6 +1,7 @@
 // The control socket: a Unix stream socket on which `shinglectl` asks for
 // live figures. One short request line per connection ("stats json",
-// "stats table", "ping", "sync"), one answer, then the server closes.
+// "stats table", "ping", "sync", "lookup [json] DIGEST"), one answer, then
+// the server closes.
 // Served from the daemon's main thread, never from a worker, and never
 // waiting on a client: every connection is non-blocking and has one
 // deadline for its whole exchange, so a client that sends one byte a second
@@ -19,6 +20,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "daemon/stats_history.h"
 
 namespace shingled {
 
@@ -62,6 +65,8 @@ class ControlServer {
   // Advances one connection; false when it is finished (to be closed).
   bool step(Connection& c);
   std::string answer(const std::string& request, const Connection& c) const;
+  // "lookup [json] <128 hex digits>": the stored record of a digest.
+  std::string lookup(const std::string& args) const;
   bool may_change_state(const Connection& c) const;
 
   Engine& engine_;
@@ -73,6 +78,7 @@ class ControlServer {
   dev_t socket_dev_ = 0;  // the socket file this server created
   ino_t socket_ino_ = 0;
   std::vector<Connection> connections_;
+  StatsHistory history_;  // sampled from serve_pending()
 };
 
 }  // namespace shingled

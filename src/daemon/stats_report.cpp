@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/clock.h"
+#include "daemon/stats_history.h"
 #include "engine/engine.h"
 #include "persist/persister.h"
 #include "wire/base32.h"
@@ -15,25 +17,88 @@ namespace shingled {
 
 namespace {
 
+// One keypair's figures (or, last, the plain requests': "unkeyed").
 struct KeyRow {
-  std::string pubkey;
-  uint64_t requests = 0, hits = 0, decrypt_failures = 0;
+  std::string pubkey;  // "" for the unkeyed row
+  uint64_t requests = 0, decrypt_failures = 0;
+  uint64_t checks = 0, hits = 0, writes = 0, deletes = 0, errors = 0;
+  uint64_t checks_last_hour = 0, hits_last_hour = 0;
 };
 
-std::vector<KeyRow> collect_keys(const Engine& engine) {
+// Every keypair's row, then the unkeyed row.
+std::vector<KeyRow> collect_keys(const Engine& engine, const StatsHistory* history) {
   std::vector<KeyRow> keys;
   for (const Keypair& kp : engine.sealer().keypairs()) {
     keys.push_back(KeyRow{base32_encode(kp.public_key, sizeof kp.public_key)});
   }
+  keys.push_back(KeyRow{});
+  auto slot_of = [&](size_t row) { return row + 1 == keys.size() ? WorkerStats::kUnkeyed : row; };
   for (unsigned w = 0; w < engine.worker_count(); ++w) {
     const WorkerStats& s = engine.worker(w).stats();
     for (size_t k = 0; k < keys.size(); ++k) {
-      keys[k].requests += s.key_requests[k].get();
-      keys[k].hits += s.key_hits[k].get();
-      keys[k].decrypt_failures += s.key_decrypt_failures[k].get();
+      const size_t slot = slot_of(k);
+      if (slot < kMaxKeypairs) {
+        keys[k].requests += s.key_requests[slot].get();
+        keys[k].decrypt_failures += s.key_decrypt_failures[slot].get();
+      }
+      keys[k].checks += s.key_checks[slot].get();
+      keys[k].hits += s.key_hits[slot].get();
+      keys[k].writes += s.key_writes[slot].get();
+      keys[k].deletes += s.key_deletes[slot].get();
+      keys[k].errors += s.key_errors[slot].get();
     }
   }
+  const StatsHistory::Totals now = StatsHistory::read(engine);
+  const StatsHistory::Totals hour = history != nullptr ? history->last_hour(now, monotonic_ms_now()) : now;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    keys[k].checks_last_hour = hour.checks[slot_of(k)];
+    keys[k].hits_last_hour = hour.hits[slot_of(k)];
+  }
   return keys;
+}
+
+struct FlagRow {
+  unsigned flag;
+  uint64_t hits = 0, writes = 0, deletes = 0;
+};
+
+// The flags that saw any traffic.
+std::vector<FlagRow> collect_flags(const Engine& engine) {
+  std::vector<FlagRow> flags;
+  for (unsigned f = 0; f < WorkerStats::kFlagSlots; ++f) {
+    FlagRow row{f};
+    for (unsigned w = 0; w < engine.worker_count(); ++w) {
+      const WorkerStats& s = engine.worker(w).stats();
+      row.hits += s.flag_hits[f].get();
+      row.writes += s.flag_writes[f].get();
+      row.deletes += s.flag_deletes[f].get();
+    }
+    if (row.hits + row.writes + row.deletes != 0) flags.push_back(row);
+  }
+  return flags;
+}
+
+constexpr size_t kTopNetworks = 10;
+
+// The networks of one tally summed over workers, most counted first.
+std::vector<NetworkTally::Entry> top_networks(const Engine& engine,
+                                              NetworkTally WorkerStats::*tally) {
+  std::vector<NetworkTally::Entry> all;
+  for (unsigned w = 0; w < engine.worker_count(); ++w) (engine.worker(w).stats().*tally).read(all);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.network < b.network; });
+  std::vector<NetworkTally::Entry> merged;
+  for (const NetworkTally::Entry& e : all) {
+    if (!merged.empty() && merged.back().network == e.network) {
+      merged.back().count += e.count;
+    } else {
+      merged.push_back(e);
+    }
+  }
+  std::sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
+    return a.count != b.count ? a.count > b.count : a.network < b.network;
+  });
+  if (merged.size() > kTopNetworks) merged.resize(kTopNetworks);
+  return merged;
 }
 
 struct Row {
@@ -134,7 +199,8 @@ uint64_t sum_slot(const Engine& engine, Counter (WorkerStats::*array)[N], size_t
 const char* const kFamilyNames[kRateFamilies] = {"to", "to_ip", "to_ip_from",
                                                  "bounce_to", "bounce_to_ip", "user"};
 
-std::string render_stats_json(const Engine& engine, const Persister* persister, double uptime) {
+std::string render_stats_json(const Engine& engine, const Persister* persister, double uptime,
+                              const StatsHistory* history) {
   const std::vector<Row> rows = collect(engine);
   const FuzzyStore& store = engine.store();
   std::string out = "{";
@@ -159,16 +225,46 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
     out += "}";
   }
   out += "],\"keys\":[";
-  const std::vector<KeyRow> keys = collect_keys(engine);
-  for (size_t k = 0; k < keys.size(); ++k) {
-    append(out, "%s{\"pubkey\":\"%s\",\"default\":%s,\"requests\":%llu,\"hits\":%llu,"
-                "\"decrypt_failures\":%llu}",
+  const std::vector<KeyRow> keys = collect_keys(engine, history);
+  auto key_figures = [&out](const KeyRow& r) {
+    append(out, "\"checks\":%llu,\"hits\":%llu,\"writes\":%llu,\"deletes\":%llu,\"errors\":%llu,"
+                "\"checks_last_hour\":%llu,\"hits_last_hour\":%llu}",
+           static_cast<unsigned long long>(r.checks), static_cast<unsigned long long>(r.hits),
+           static_cast<unsigned long long>(r.writes), static_cast<unsigned long long>(r.deletes),
+           static_cast<unsigned long long>(r.errors),
+           static_cast<unsigned long long>(r.checks_last_hour),
+           static_cast<unsigned long long>(r.hits_last_hour));
+  };
+  for (size_t k = 0; k + 1 < keys.size(); ++k) {
+    append(out, "%s{\"pubkey\":\"%s\",\"default\":%s,\"requests\":%llu,\"decrypt_failures\":%llu,",
            k ? "," : "", keys[k].pubkey.c_str(), k == 0 ? "true" : "false",
            static_cast<unsigned long long>(keys[k].requests),
-           static_cast<unsigned long long>(keys[k].hits),
            static_cast<unsigned long long>(keys[k].decrypt_failures));
+    key_figures(keys[k]);
   }
-  out += "]";
+  out += "],\"unkeyed\":{";
+  key_figures(keys.back());
+  out += ",\"flags\":[";
+  const std::vector<FlagRow> flags = collect_flags(engine);
+  for (size_t i = 0; i < flags.size(); ++i) {
+    append(out, "%s{\"flag\":%u,\"hits\":%llu,\"writes\":%llu,\"deletes\":%llu}", i ? "," : "",
+           flags[i].flag, static_cast<unsigned long long>(flags[i].hits),
+           static_cast<unsigned long long>(flags[i].writes),
+           static_cast<unsigned long long>(flags[i].deletes));
+  }
+  out += "],\"top_networks\":{";
+  for (const auto& [label, tally] : {std::pair{"by_requests", &WorkerStats::requests_by_network},
+                                     std::pair{"by_errors", &WorkerStats::errors_by_network}}) {
+    append(out, "%s\"%s\":[", tally == &WorkerStats::requests_by_network ? "" : ",", label);
+    const std::vector<NetworkTally::Entry> top = top_networks(engine, tally);
+    for (size_t i = 0; i < top.size(); ++i) {
+      append(out, "%s{\"network\":\"%s\",\"count\":%llu}", i ? "," : "",
+             NetworkTally::network_text(top[i].network).c_str(),
+             static_cast<unsigned long long>(top[i].count));
+    }
+    out += "]";
+  }
+  out += "}";
   if (const CounterService* cs = engine.counter_service()) {
     append(out, ",\"counters\":{\"live\":%llu,\"memory_bytes\":%llu,\"malformed_by_reason\":{",
            static_cast<unsigned long long>(cs->store().live()),
@@ -218,7 +314,8 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
   return out;
 }
 
-std::string render_stats_table(const Engine& engine, const Persister* persister, double uptime) {
+std::string render_stats_table(const Engine& engine, const Persister* persister, double uptime,
+                               const StatsHistory* history) {
   const std::vector<Row> rows = collect(engine);
   const FuzzyStore& store = engine.store();
   std::string out;
@@ -236,18 +333,42 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
     for (uint64_t v : r.per_worker) append(out, " %13llu", static_cast<unsigned long long>(v));
     out += "\n";
   }
-  const std::vector<KeyRow> keys = collect_keys(engine);
-  if (!keys.empty()) {
-    append(out, "\n%-54s %12s %12s %16s\n", "keypair (pubkey)", "requests", "hits",
-           "decrypt_failures");
-    for (size_t k = 0; k < keys.size(); ++k) {
-      append(out, "%-54s %12llu %12llu %16llu\n",
-             (keys[k].pubkey + (k == 0 ? " *" : "")).c_str(),
-             static_cast<unsigned long long>(keys[k].requests),
-             static_cast<unsigned long long>(keys[k].hits),
-             static_cast<unsigned long long>(keys[k].decrypt_failures));
+  const std::vector<KeyRow> keys = collect_keys(engine, history);
+  append(out, "\nfuzzy per key %44s %10s %10s %10s %10s %10s %10s %10s %10s\n", "", "requests",
+         "checks", "hits", "writes", "deletes", "errors", "checks/h", "hits/h");
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const KeyRow& r = keys[k];
+    const bool unkeyed = k + 1 == keys.size();
+    append(out, "%-58s %10s %10llu %10llu %10llu %10llu %10llu %10llu %10llu\n",
+           unkeyed ? "unkeyed (plain requests)" : (r.pubkey + (k == 0 ? " *" : "")).c_str(),
+           unkeyed ? "-" : std::to_string(r.requests).c_str(),
+           static_cast<unsigned long long>(r.checks), static_cast<unsigned long long>(r.hits),
+           static_cast<unsigned long long>(r.writes), static_cast<unsigned long long>(r.deletes),
+           static_cast<unsigned long long>(r.errors),
+           static_cast<unsigned long long>(r.checks_last_hour),
+           static_cast<unsigned long long>(r.hits_last_hour));
+  }
+  if (keys.size() > 1) out += "(* default keypair; requests: every protocol's, sealed to the key)\n";
+  const std::vector<FlagRow> flags = collect_flags(engine);
+  if (!flags.empty()) {
+    append(out, "\n%-10s %12s %12s %12s\n", "flag", "hits", "writes", "deletes");
+    for (const FlagRow& f : flags) {
+      append(out, "%-10u %12llu %12llu %12llu\n", f.flag, static_cast<unsigned long long>(f.hits),
+             static_cast<unsigned long long>(f.writes), static_cast<unsigned long long>(f.deletes));
     }
-    out += "(* default keypair)\n";
+  }
+  for (const auto& [label, tally] :
+       {std::pair{"top client networks by fuzzy requests (estimated, 1 in 16 sampled)",
+                  &WorkerStats::requests_by_network},
+        std::pair{"top client networks by refused or malformed requests",
+                  &WorkerStats::errors_by_network}}) {
+    const std::vector<NetworkTally::Entry> top = top_networks(engine, tally);
+    if (top.empty()) continue;
+    append(out, "\n%s\n", label);
+    for (const NetworkTally::Entry& e : top) {
+      append(out, "  %-44s %12llu\n", NetworkTally::network_text(e.network).c_str(),
+             static_cast<unsigned long long>(e.count));
+    }
   }
   if (const RatelimitService* rs = engine.ratelimit_service()) {
     append(out, "\nrate limits: %llu live buckets (%.1f MiB); messages limited per family:",

@@ -69,13 +69,18 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   const fuzzy::DecodeStatus status = fuzzy::decode_request(data, len, req);
   if (status != fuzzy::DecodeStatus::ok) {
     stats.count_malformed(status);
+    stats.errors_by_network.note(peer);
     return Disposition::drop;
   }
+  stats.requests_by_network.note(peer);
+  const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
 
   // A plain request to an encrypted_only storage, whatever its command: 415
   // (403 from legacy storages), in plain (spec 7.9).
   if (sealer_.encrypted_only() && !seal.encrypted) {
     stats.encrypted_only_refused.add();
+    stats.key_errors[key].add();
+    stats.errors_by_network.note(peer);
     reply_len = encode(req, seal, refusal(req, encryption_required_code_), ctx, reply);
     return Disposition::reply;
   }
@@ -83,6 +88,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   switch (req.cmd) {
     case fuzzy::kCheck:
       stats.check.add();
+      stats.key_checks[key].add();
       return Disposition::check;
     case fuzzy::kStat: {
       // Count split as current rspamd reads it (value:flag), prob >= 1 so a
@@ -112,6 +118,8 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   // Everything else is an update: permission first (spec 8.2).
   if (!any_network_contains(allow_update_, peer)) {
     stats.forbidden.add();
+    stats.key_errors[key].add();
+    stats.errors_by_network.note(peer);
     reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
     return Disposition::reply;
   }
@@ -134,8 +142,9 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
     std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
     return encode(req, seal, r, ctx, reply);
   }
-  if (seal.encrypted) stats.key_hits[seal.keypair].add();
+  stats.key_hits[WorkerStats::key_slot(seal.encrypted, seal.keypair)].add();
   const RecordView& rec = result.record;
+  if (rec.flags[0].flag < WorkerStats::kFlagSlots) stats.flag_hits[rec.flags[0].flag].add();
   r.value = rec.flags[0].value;
   r.flag = rec.flags[0].flag;
   r.n_extra = static_cast<uint8_t>(rec.n_flags - 1);
@@ -161,8 +170,11 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
   WorkerStats& stats = ctx.stats;
   const uint64_t hash = store_.digest_hash(req.digest);
   const unsigned shard = store_.shard_of(hash);
+  const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
   if (req.cmd == fuzzy::kDel) {
     stats.del.add();
+    stats.key_deletes[key].add();
+    stats.flag_deletes[req.flag].add();
     store_.remove(shard, hash, req.digest, ctx.changes);
     return encode(req, seal, acknowledgement(req), ctx, reply);
   }
@@ -171,14 +183,17 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
   const WriteResult w = store_.write(shard, hash, req, now, ctx.changes);
   if (w.status == WriteResult::full) {
     stats.store_full.add();
+    stats.key_errors[key].add();
     return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
   }
   if (w.index_shingles) {
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-      const uint64_t key = store_.shingle_hash(i, req.shingles[i]);
-      sink.add(store_.shard_of(key), key, w.ref);
+      const uint64_t shingle_key = store_.shingle_hash(i, req.shingles[i]);
+      sink.add(store_.shard_of(shingle_key), shingle_key, w.ref);
     }
   }
+  stats.key_writes[key].add();
+  stats.flag_writes[req.flag].add();
   return encode(req, seal, acknowledgement(req), ctx, reply);
 }
 

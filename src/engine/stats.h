@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "config/config.h"
+#include "engine/network_tally.h"
 #include "io/net/net_counters.h"
 #include "wire/fuzzy_request.h"
 
@@ -98,10 +99,33 @@ struct alignas(64) WorkerStats {
   SHINGLED_WORKER_COUNTERS(SHINGLED_DECLARE_COUNTER)
 #undef SHINGLED_DECLARE_COUNTER
 
-  // Per server keypair, in configuration order.
+  // Per server keypair, in configuration order, for every protocol.
   Counter key_requests[kMaxKeypairs];         // encrypted requests that chose this key
-  Counter key_hits[kMaxKeypairs];             // CHECK hits answered under this key
   Counter key_decrypt_failures[kMaxKeypairs]; // requests to this key that failed to open
+
+  // The fuzzy storage per key (as rspamd's fuzzystat shows it): slot k for
+  // requests sealed to keypair k, kUnkeyed for plain ones.
+  static constexpr size_t kUnkeyed = kMaxKeypairs;
+  static constexpr size_t kKeySlots = kMaxKeypairs + 1;
+  static size_t key_slot(bool encrypted, uint8_t keypair) { return encrypted ? keypair : kUnkeyed; }
+  Counter key_checks[kKeySlots];   // CHECKs
+  Counter key_hits[kKeySlots];     // CHECKs answered with a hit
+  Counter key_writes[kKeySlots];   // WRITEs applied (on the owner core)
+  Counter key_deletes[kKeySlots];  // DELs applied (on the owner core)
+  Counter key_errors[kKeySlots];   // answered with a refusal or error code (prob 0)
+
+  // The fuzzy storage per flag, for the flags requests can carry (0-255):
+  // hits by the flag that answered, WRITEs and DELs by the request's flag.
+  static constexpr size_t kFlagSlots = 256;
+  Counter flag_hits[kFlagSlots];
+  Counter flag_writes[kFlagSlots];
+  Counter flag_deletes[kFlagSlots];
+
+  // The client networks heard from most (fuzzy requests, one in 16
+  // sampled), and those whose requests were refused or dropped as
+  // malformed (every one).
+  NetworkTally requests_by_network{16};
+  NetworkTally errors_by_network{1};
 
   // The L2-L4 layer's counters (io/net/net_counters.h), in its order; zero
   // unless the backend runs that layer (DPDK).

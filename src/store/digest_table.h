@@ -16,6 +16,7 @@
 
 #include "shingled/fuzzy_wire.h"
 #include "store/fuzzy_record.h"
+#include "store/seqlock.h"
 #include "wire/fuzzy_reply.h"
 
 namespace shingled {
@@ -73,9 +74,10 @@ class DigestTable {
   // whose slots were never used.
   WriteStatus restore(uint64_t hash, const FuzzyRecord& record, uint32_t& slot);
   // The fingerprint of the shingles the record in `slot` was indexed with
-  // (0: none yet). Kept for the store; readers never look at it.
-  uint32_t shingle_print(uint32_t slot) const { return record_at(slot).shingle_print; }
-  void set_shingle_print(uint32_t slot, uint32_t print) { record_at(slot).shingle_print = print; }
+  // (0: none yet). Written by the owner; any thread may ask whether there
+  // is one (shingled's lookup shows it), so both sides are atomic.
+  uint32_t shingle_print(uint32_t slot) const { return shared_load(record_at(slot).shingle_print); }
+  void set_shingle_print(uint32_t slot, uint32_t print) { shared_store(record_at(slot).shingle_print, print); }
   // Removes the record; its slot is quarantined with `dead_stamp`.
   bool remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp);
   // Removes records last written before `cutoff`, scanning `buckets` buckets

@@ -366,6 +366,14 @@ ShingleIndex::InsertOutcome FuzzyStore::index_insert(unsigned shard, uint64_t ke
   return outcome;
 }
 
+bool FuzzyStore::inspect(const uint8_t* digest, RecordView& out, bool& has_shingles) const {
+  const uint64_t hash = digest_hash(digest);
+  uint32_t slot;
+  if (!shards_[shard_of(hash)]->digests.find(hash, digest, out, slot)) return false;
+  has_shingles = shards_[shard_of(hash)]->digests.shingle_print(slot) != 0;
+  return true;
+}
+
 uint32_t FuzzyStore::find_ref(uint64_t hash, const uint8_t* digest) const {
   const unsigned shard = shard_of(hash);
   RecordView ignored;

@@ -75,7 +75,6 @@ class FuzzyStore {
 
   unsigned shard_count() const { return 1u << shard_bits_; }
   uint64_t capacity() const { return options_.max_hashes; }
-  uint32_t expire_seconds() const { return options_.expire_seconds; }
   uint64_t stored_hashes() const { return stored_.load(std::memory_order_relaxed); }
   size_t memory_bytes() const;
 
@@ -102,6 +101,10 @@ class FuzzyStore {
   void check_batch(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
                    CheckResult* out) const;
   bool read_ref(uint32_t ref, RecordView& out) const;
+  // The stored record of `digest`, expired or not, and whether it was
+  // written with shingles: for an operator's lookup, not the request path.
+  bool inspect(const uint8_t* digest, RecordView& out, bool& has_shingles) const;
+  uint32_t expire_seconds() const { return options_.expire_seconds; }
 
   // --- owner of the digest's shard ---------------------------------------
   // Applies a WRITE to the digest record. The caller then indexes the

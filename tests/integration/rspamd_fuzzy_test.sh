@@ -60,14 +60,15 @@ EOF
 
 
 # ---------------------------------------------------------------- arguments
-MODE=""; SHINGLED=""; SHINGLED_CONF_EXTRA=""; SERVER_CMD=""
+MODE=""; SHINGLED=""; SHINGLECTL=""; SHINGLED_CONF_EXTRA=""; SERVER_CMD=""
 SYNC=1; WRITE_WAIT=""; REFUSAL_CODE=""; VECTORS="${SHINGLED_VECTORS:-}"
 START_TIMEOUT=20; RT=5; TRACE=0; KEEP=0; FUZZY_TIMEOUT=2s
 
 while [ $# -gt 0 ]; do
     case "$1" in
         --shingled) MODE=shingled; SHINGLED="${2:?--shingled needs a path}"; shift 2 ;;
-        --build) MODE=shingled; SHINGLED="${2:?--build needs a dir}/src/daemon/shingled"; shift 2 ;;
+        --build) MODE=shingled; SHINGLED="${2:?--build needs a dir}/src/daemon/shingled"
+                 SHINGLECTL="$2/tools/shinglectl"; shift 2 ;;
         --shingled-conf) SHINGLED_CONF_EXTRA="${2?}"; shift 2 ;;
         --rspamd-fuzzy) MODE=rspamd; shift ;;
         --server-cmd) MODE=cmd; SERVER_CMD="${2:?--server-cmd needs a command}"; shift 2 ;;
@@ -241,6 +242,56 @@ expect_none miss_unrelated_msg6 msg6.eml
 expect_sym refused_write_not_stored msg1.eml FUZZY_REFUSE_TEST absent
 expect_stat stat_after_adds test 3
 expect_stat stat_refuse_still_empty refuse 0
+
+# ---------------------------------------------------------------- 3b. shingled's live figures
+# `shinglectl lookup` of what rspamd stored, and the per-key, per-flag and per-network stats
+# (rspamd's fuzzyhash and fuzzystat control commands are the model).
+if [ -n "$SHINGLECTL" ] && [ -n "${H1:-}" ] && [ -n "${H3:-}" ]; then
+    echo "== shinglectl lookup and stats"
+    ctl_main=(--socket "$TMP/srv-main/ctl.sock")
+    out=$("$SHINGLECTL" "${ctl_main[@]}" lookup "$H1" 2>&1); code=$?
+    if [ $code = 0 ] && echo "$out" | grep -q '^flags  *1:10 ' && echo "$out" | grep -q '^shingles  *yes'; then
+        pass lookup_msg1 "$(echo "$out" | sed -n '2p;6p' | tr -s ' ' | tr '\n' ';')"
+    else
+        fail lookup_msg1 "expected exit 0, flags 1:10 and shingles yes for $H1; exit $code: $out"
+    fi
+    out=$("$SHINGLECTL" "${ctl_main[@]}" lookup --json "$H3" 2>&1); code=$?
+    if [ $code = 0 ] && python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["found"] and d["flags"][0]=={"flag":2,"value":10} and d["created"]>0 and d["expires"]-d["last_write"]==90*86400 and d["shingles"] is False' "$out" 2>/dev/null; then
+        pass lookup_msg3_json "$out"
+    else
+        fail lookup_msg3_json "expected found, flag 2 value 10, 90 days to expiry, no shingles (short text) for $H3; exit $code: $out"
+    fi
+    out=$("$SHINGLECTL" "${ctl_main[@]}" lookup "$(printf '0%.0s' $(seq 128))" 2>&1); code=$?
+    if [ $code = 1 ] && echo "$out" | grep -q '^not found'; then pass lookup_unknown_exits_1 "$out"
+    else fail lookup_unknown_exits_1 "expected exit 1 and 'not found'; exit $code: $out"; fi
+    out=$("$SHINGLECTL" "${ctl_main[@]}" lookup 12ab 2>&1); code=$?
+    if [ $code != 0 ] && echo "$out" | grep -q '128 hex digits'; then pass lookup_bad_digest_refused "$out"
+    else fail lookup_bad_digest_refused "expected an error naming 128 hex digits; exit $code: $out"; fi
+    main_json=$("$SHINGLECTL" "${ctl_main[@]}" stats --json 2>&1)
+    if python3 - "$main_json" <<'PY' 2>/dev/null
+import json, sys
+d = json.loads(sys.argv[1])
+flags = {f["flag"]: f for f in d["flags"]}
+u = d["unkeyed"]
+assert flags[1]["writes"] == 2 and flags[2]["writes"] == 1, flags
+assert flags[1]["hits"] >= 3 and flags[2]["hits"] >= 1, flags      # msg1, msg2, msg5, msg4; msg3
+assert u["writes"] == 3 and u["checks"] >= 8 and u["hits"] >= 5 and u["errors"] == 0, u
+assert u["checks_last_hour"] == u["checks"] and u["hits_last_hour"] == u["hits"], u
+nets = [n["network"] for n in d["top_networks"]["by_requests"]]
+assert nets and nets[0] == "127.0.0.0/24", nets
+PY
+    then
+        pass stats_per_flag_key_network "flags $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["flags"])' "$main_json"); unkeyed $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["unkeyed"])' "$main_json")"
+    else
+        fail stats_per_flag_key_network "expected flag 1: 2 writes, >= 3 hits; flag 2: 1 write; unkeyed: 3 writes, no errors; 127.0.0.0/24 on top: $(echo "$main_json" | head -c 1500)"
+    fi
+    refuse_json=$("$SHINGLECTL" --socket "$TMP/srv-refuse/ctl.sock" stats --json 2>&1)
+    if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["unkeyed"]["errors"] >= 3 and d["top_networks"]["by_errors"][0]["network"] == "127.0.0.0/24"' "$refuse_json" 2>/dev/null; then
+        pass stats_errors_by_network "refused writes counted: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["unkeyed"]["errors"], d["top_networks"]["by_errors"])' "$refuse_json")"
+    else
+        fail stats_errors_by_network "expected the refusing server to count >= 3 errors from 127.0.0.0/24: $(echo "$refuse_json" | head -c 1500)"
+    fi
+fi
 
 # ---------------------------------------------------------------- 4. repeated add raises the weight
 echo "== repeated add"; check_alive

@@ -82,6 +82,13 @@ TEST(EncryptedSession, every_reply_opens_with_the_clients_key_to_what_rspamd_ans
   EXPECT_EQ(h.ctx.stats.key_requests[0].get(), 8u);
   EXPECT_EQ(h.ctx.stats.key_cache_misses.get(), 1u) << "one client key: one X25519";
   EXPECT_EQ(h.ctx.stats.key_hits[0].get(), 3u);
+  // The fuzzy figures per key: all under key 0, none unkeyed.
+  EXPECT_EQ(h.ctx.stats.key_checks[0].get(), 4u);
+  EXPECT_EQ(h.ctx.stats.key_writes[0].get(), 2u);
+  EXPECT_EQ(h.ctx.stats.key_deletes[0].get(), 1u);
+  EXPECT_EQ(h.ctx.stats.key_errors[0].get(), 0u);
+  EXPECT_EQ(h.ctx.stats.key_checks[WorkerStats::kUnkeyed].get(), 0u);
+  EXPECT_EQ(h.ctx.stats.key_writes[WorkerStats::kUnkeyed].get(), 0u);
 }
 
 TEST(EncryptedSession, tampered_requests_are_dropped_counted_and_never_stored) {
