@@ -2,6 +2,7 @@
 #include "engine/fuzzy_handler.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/outbox.h"
 
@@ -22,7 +23,10 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
       id_(service_id),
       link_(link),
       stats_(link.ctx.stats),
-      sweep_(link.shards, link.self, service.store().shard_count()) {}
+      sweep_(link.shards, link.self, service.store().shard_count()),
+      refreshes_(link.shards.workers()) {
+  for (InboxMessage& m : refreshes_) m.emplace<RefreshBatch>(service_id, refresh);
+}
 
 void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
   fuzzy::Request& req = checks_[n_checks_];
@@ -70,10 +74,45 @@ void FuzzyHandler::end_burst(const LoopClock& now) {
     const size_t len = service_.answer_check(checks_[c], check_seals_[c], results[c], link_.ctx, reply);
     link_.replies.send(*check_packets_[c], reply, len);
   }
+  for (unsigned c = 0; c < n_checks_; ++c) {
+    if (service_.wants_refresh(results[c], now.unix_seconds)) queue_refresh(results[c], now.unix_seconds);
+  }
+  for (unsigned w = 0; w < refreshes_.size(); ++w) {
+    if (refreshes_[w].as<RefreshBatch>().count != 0) send_refreshes(w);
+  }
   n_checks_ = 0;
 }
 
+void FuzzyHandler::queue_refresh(const CheckResult& hit, uint32_t now) {
+  uint64_t head;
+  std::memcpy(&head, hit.record.digest, sizeof head);
+  const unsigned owner = link_.shards.owner_of(service_.store().shard_of_ref(hit.ref));
+  if (owner == link_.self) {
+    if (service_.store().refresh(hit.ref, head, now, link_.ctx.changes)) stats_.refreshes.add();
+    return;
+  }
+  RefreshBatch& batch = refreshes_[owner].as<RefreshBatch>();
+  batch.items[batch.count++] = RefreshBatch::Item{hit.ref, now, head};
+  if (batch.count == RefreshBatch::kCapacity) send_refreshes(owner);
+}
+
+void FuzzyHandler::send_refreshes(unsigned owner) {
+  RefreshBatch& batch = refreshes_[owner].as<RefreshBatch>();
+  // A refresh that finds the owner's inbox full is dropped: the record lives
+  // on until the next hit refreshes it, or expires as if never hit.
+  if (!link_.outbox.send(owner, refreshes_[owner])) stats_.refreshes_dropped.add(batch.count);
+  batch.count = 0;
+}
+
 void FuzzyHandler::execute(const InboxMessage& m, const LoopClock& now) {
+  if (m.kind == refresh) {
+    const RefreshBatch& batch = m.as<RefreshBatch>();
+    for (uint32_t k = 0; k < batch.count && k < RefreshBatch::kCapacity; ++k) {
+      const RefreshBatch::Item& it = batch.items[k];
+      if (service_.store().refresh(it.ref, it.digest_head, it.now, link_.ctx.changes)) stats_.refreshes.add();
+    }
+    return;
+  }
   if (m.kind != update) return;
   const Update& u = m.as<Update>();
   uint8_t reply[kMaxReply];

@@ -3,10 +3,14 @@
 // STAT, PING and refusals are answered at once; a WRITE or DEL goes to the
 // owner of its digest's shard, which applies it and answers the client
 // itself (its shingle index inserts then go to their own owners through
-// the worker's index batches).
+// the worker's index batches). A CHECK whose hit earns a refresh sends it
+// to the owner of the record's shard, batched per owner.
 #pragma once
 
+#include <vector>
+
 #include "engine/fuzzy_service.h"
+#include "engine/inbox_message.h"
 #include "engine/service_handler.h"
 
 namespace shingled {
@@ -21,13 +25,28 @@ class FuzzyHandler final : public ServiceHandler {
   void upkeep(const LoopClock& now) override;
 
  private:
-  enum Kind : uint8_t { update };
+  enum Kind : uint8_t { update, refresh };
   // A WRITE or DEL on its way to the owner of the digest's shard.
   struct Update {
     ReturnAddress from;
     ReplySeal seal;
     fuzzy::Request request;
   };
+  // Refreshes for one owner: the records (by reference and the head of
+  // their digest, to skip a slot reused since) and when they were hit.
+  struct RefreshBatch {
+    struct Item {
+      uint32_t ref;
+      uint32_t now;
+      uint64_t digest_head;
+    };
+    static constexpr uint32_t kCapacity = (InboxMessage::kPayloadSize - 8) / sizeof(Item);
+    uint32_t count = 0;
+    Item items[kCapacity];
+  };
+
+  void queue_refresh(const CheckResult& hit, uint32_t now);
+  void send_refreshes(unsigned owner);
 
   FuzzyService& service_;
   const uint8_t id_;
@@ -39,6 +58,7 @@ class FuzzyHandler final : public ServiceHandler {
   ReplySeal check_seals_[kMaxBurst];
   const RxPacket* check_packets_[kMaxBurst];
   OwnedShardCursor sweep_;
+  std::vector<InboxMessage> refreshes_;  // one RefreshBatch per worker, sent at the end of a burst
 };
 
 }  // namespace shingled

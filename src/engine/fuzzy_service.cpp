@@ -1,8 +1,9 @@
 // Fuzzy request semantics. Answers follow rspamd 3.4 where a 3.4 client can
-// tell the difference (reply sizes, ts = 0 on exact hits) and current rspamd
-// elsewhere (version handshake, multi-flag v2 replies, PING echo, STAT count
-// split over value and flag, refusal codes unless reply_codes = "legacy"). Encrypted requests (spec 10)
-// are opened here and their replies sealed here; nothing downstream knows.
+// tell the difference (reply sizes) and current rspamd elsewhere (version
+// handshake, multi-flag v2 replies, PING echo, STAT count split over value
+// and flag, refusal codes unless reply_codes = "legacy", reply ts and
+// refreshes as its stock Redis backend). Encrypted requests (spec 10) are
+// opened here and their replies sealed here; nothing downstream knows.
 #include "engine/fuzzy_service.h"
 
 #include <algorithm>
@@ -20,7 +21,8 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
                                     ? fuzzy::kResultForbidden
                                     : fuzzy::kResultEncryptionRequired),
       write_refused_code_(config.reply_codes == FuzzyReplyCodes::legacy ? fuzzy::kResultForbidden
-                                                                        : fuzzy::kResultWriteRefused) {}
+                                                                        : fuzzy::kResultWriteRefused),
+      refresh_after_(uint32_t(std::clamp<uint64_t>(config.expire_seconds / 10, 1, 60))) {}
 
 size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                             WorkerContext& ctx, uint8_t* out) const {
@@ -150,14 +152,16 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
   r.n_extra = static_cast<uint8_t>(rec.n_flags - 1);
   for (unsigned k = 1; k < rec.n_flags; ++k) r.extra[k - 1] = rec.flags[k];
   std::memcpy(r.digest, rec.digest, fuzzy::kDigestSize);
+  // The time the record was created, as rspamd's Redis backend (the stock
+  // one) answers, for exact and shingle hits alike. (Its sqlite backend
+  // answered 0 to exact hits and the last write to shingle hits.)
+  r.ts = rec.first_write;
   if (result.kind == CheckResult::exact) {
     stats.exact_hits.add();
     r.prob = 1.0f;
-    r.ts = 0;  // as rspamd 3.4's sqlite backend: exact hits carry no time
   } else {
     stats.shingle_hits.add();
     r.prob = static_cast<float>(result.votes) / fuzzy::kShingleCount;
-    r.ts = rec.last_write;
   }
   // The "matched digest" bit exists only from rspamd 4.1.3; 3.4-epoch
   // replies keep their reserved bytes zero, as 3.4 sends them.

@@ -53,6 +53,17 @@ class FuzzyService {
     return store_.shard_of(store_.digest_hash(req.digest));
   }
 
+  // Whether a CHECK's result earns its record a refresh, as rspamd's
+  // FUZZY_REFRESH: a hit with prob above 0.9 (exact, or 29 of 32 shingles)
+  // on a record not refreshed or written for refresh_after() seconds (so a
+  // hot record costs its owner one refresh a minute at most, not one a hit).
+  bool wants_refresh(const CheckResult& result, uint32_t now) const {
+    return result.kind != CheckResult::miss && result.votes >= kRefreshVotes &&
+           now - result.record.last_write >= refresh_after_;
+  }
+  // expire / 10, within 1 s .. 60 s.
+  uint32_t refresh_after() const { return refresh_after_; }
+
   // Owner of the digest's shard only: applies WRITE or DEL and writes the
   // acknowledgement (or the "store full" error) to `reply`.
   size_t apply_update(const fuzzy::Request& req, const ReplySeal& seal, uint32_t now,
@@ -74,6 +85,9 @@ class FuzzyService {
   // refused write are answered with.
   int32_t encryption_required_code_;
   int32_t write_refused_code_;
+  // prob > 0.9: 29 of 32 shingles (29/32 = 0.906, 28/32 = 0.875).
+  static constexpr unsigned kRefreshVotes = 29;
+  uint32_t refresh_after_;
 };
 
 }  // namespace shingled

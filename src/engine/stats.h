@@ -55,6 +55,8 @@ class Counter {
   X(index_full, "shingle pairs not indexed: probe chain full")                              \
   X(index_crowded, "shingle pairs of a sibling record not indexed: the key's bucket full")   \
   X(expired, "records removed by the expiry sweep")                                         \
+  X(refreshes, "records refreshed by a strong CHECK hit (their life counts from it)")        \
+  X(refreshes_dropped, "refreshes lost: the owner core's inbox was full")                   \
   X(counter_requests, "counter requests accepted")                                          \
   X(counter_malformed, "counter datagrams dropped as malformed")                            \
   X(counter_refused, "counter increments refused: source outside allow_update")             \

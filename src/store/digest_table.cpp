@@ -252,6 +252,19 @@ void DigestTable::apply_flag(Record& r, uint32_t flag, int32_t value, bool weak)
   }
 }
 
+bool DigestTable::touch(uint32_t slot, uint64_t digest_head, uint32_t now) {
+  if (slot >= slot_count()) return false;
+  Bucket& b = buckets_[slot / kWays];
+  const unsigned way = slot % kWays;
+  Record& r = b.records[way];
+  if (shared_load(b.tags[way]) == 0 || shared_load(r.digest[0]) != digest_head) return false;
+  if (shared_load(r.last_write) >= now) return true;
+  const uint32_t v = seq_write_begin(b.version);
+  shared_store(r.last_write, now);
+  seq_write_end(b.version, v);
+  return true;
+}
+
 DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest, uint32_t flag,
                                             int32_t value, bool weak, uint32_t now,
                                             uint32_t reusable_stamp, bool may_create,

@@ -78,6 +78,10 @@ class DigestTable {
   // is one (shingled's lookup shows it), so both sides are atomic.
   uint32_t shingle_print(uint32_t slot) const { return shared_load(record_at(slot).shingle_print); }
   void set_shingle_print(uint32_t slot, uint32_t print) { shared_store(record_at(slot).shingle_print, print); }
+  // Moves the last write of the live record in `slot` to `now` if it is
+  // older and the record is still `digest`'s (its first 8 bytes): a CHECK's
+  // refresh. False when the slot holds another record or none.
+  bool touch(uint32_t slot, uint64_t digest_head, uint32_t now);
   // Removes the record; its slot is quarantined with `dead_stamp`.
   bool remove(uint64_t hash, const uint8_t* digest, uint32_t dead_stamp);
   // Removes records last written before `cutoff`, scanning `buckets` buckets

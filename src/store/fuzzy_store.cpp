@@ -181,6 +181,7 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
       if (!expired(out[i].record, now)) {
         out[i].kind = CheckResult::exact;
         out[i].votes = fuzzy::kShingleCount;
+        out[i].ref = make_ref(shard_of(h), slot);
       }
       continue;
     }
@@ -239,6 +240,7 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
       if (read_ref(v.winners[c], r.record) && !expired(r.record, now)) {
         r.kind = CheckResult::shingles;
         r.votes = v.winner_votes[c];
+        r.ref = v.winners[c];
         break;
       }
     }
@@ -349,6 +351,20 @@ bool FuzzyStore::remove(unsigned shard, uint64_t hash, const uint8_t* digest,
     c.erase = true;
     std::memcpy(c.record.digest, digest, kFuzzyDigestBytes);
     changes->commit();
+  }
+  return true;
+}
+
+bool FuzzyStore::refresh(uint32_t ref, uint64_t digest_head, uint32_t now, FuzzyChangeSink* changes) {
+  if (ref == 0) return false;
+  const unsigned shard = shard_of_ref(ref);
+  if (shard >= shards_.size()) return false;
+  const uint32_t slot = (ref & ((uint32_t(1) << slot_bits_) - 1)) - 1;
+  DigestTable& digests = shards_[shard]->digests;
+  if (!digests.touch(slot, digest_head, now)) return false;
+  if (changes != nullptr) {
+    fuzzy::Request no_shingles{};
+    report_write(digests, slot, no_shingles, false, *changes);
   }
   return true;
 }

@@ -43,6 +43,7 @@ struct StoreOptions {
 struct CheckResult {
   enum Kind : uint8_t { miss, exact, shingles } kind = miss;
   unsigned votes = 0;  // matching shingles of the winner (32 for an exact hit)
+  uint32_t ref = 0;    // the record's reference, unless miss (refresh())
   RecordView record;   // valid unless miss
 };
 
@@ -114,6 +115,13 @@ class FuzzyStore {
                     FuzzyChangeSink* changes = nullptr);
   bool remove(unsigned shard, uint64_t hash, const uint8_t* digest,
               FuzzyChangeSink* changes = nullptr);
+  // A CHECK's refresh (rspamd's FUZZY_REFRESH): the record `ref` names, if
+  // it is still the one whose digest begins with `digest_head`, lives on
+  // from `now` (its last write moves there; expiry counts from it) and is
+  // reported changed, without shingles (the stored ones are kept on disk).
+  // False when the record is gone or replaced. Owner of the ref's shard.
+  bool refresh(uint32_t ref, uint64_t digest_head, uint32_t now, FuzzyChangeSink* changes = nullptr);
+  unsigned shard_of_ref(uint32_t ref) const { return ref >> slot_bits_; }
 
   // --- the loader, before any worker runs --------------------------------
   // Recreates a stored record in its shard (its owner's thread, or any one

@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "common/net_address.h"
 #include "engine/engine.h"
@@ -182,6 +184,52 @@ TEST(EngineListeners, ipv4_and_ipv6_addresses_serve_the_same_store) {
   auto answers = client.exchange({make_request(77)});
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_EQ(load_le32(answers.begin()->second.data() + 4), 2u) << "flag written over IPv6";
+  engine.stop();
+}
+
+// Refresh across cores: with expire = 3 s (a refresh at most every second),
+// 40 records written at T and checked at T+2.1 still hit at T+4.2, when
+// they would have expired; each check was answered by whichever core the kernel
+// picked, and the refresh applied by the owner of each record's shard, here
+// or through its inbox.
+TEST_P(EngineOverUdp, strong_hits_refresh_their_records_on_the_owner_core) {
+  const uint16_t port = free_udp_port();
+  Config config = two_worker_fuzzy_config(port, "127.0.0.1");
+  config.io = GetParam();
+  config.expire_seconds = 3;
+  std::string err;
+  StoreOptions so;
+  so.max_hashes = 10'000;
+  so.expire_seconds = 3;
+  FuzzyStore store(so);
+  Engine engine(config, store);
+  ASSERT_TRUE(engine.start(err)) << err;
+  Client client(port);
+  std::vector<fuzzy::Request> writes, checks;
+  for (uint64_t i = 1; i <= 40; ++i) {
+    writes.push_back(make_request(i, fuzzy::kWrite, 1, 5));
+    checks.push_back(make_request(i));
+  }
+  ASSERT_EQ(client.exchange(writes).size(), writes.size());
+  const auto written = std::chrono::steady_clock::now();
+  usleep(2'100'000);
+  size_t hits = 0;
+  for (auto& [tag, r] : client.exchange(checks)) hits += load_le_f32(r.data() + 12) == 1.0f;
+  ASSERT_EQ(hits, 40u) << "before expiry";
+  // The refreshes travel through the inboxes: give them a moment.
+  uint64_t refreshed = 0;
+  for (int attempt = 0; attempt < 40 && refreshed < 40; ++attempt) {
+    usleep(25'000);
+    refreshed = 0;
+    for (unsigned w = 0; w < engine.worker_count(); ++w) refreshed += engine.worker(w).stats().refreshes.get();
+  }
+  EXPECT_EQ(refreshed, 40u);
+  // 4.2 s after the write its unix second is at least 4 on: past expiry
+  // (more than 3 s) whatever the phase of the second it was written in.
+  std::this_thread::sleep_until(written + std::chrono::milliseconds(4200));
+  hits = 0;
+  for (auto& [tag, r] : client.exchange(checks)) hits += load_le_f32(r.data() + 12) == 1.0f;
+  EXPECT_EQ(hits, 40u) << "refreshed at T+2, they live until T+5";
   engine.stop();
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "service_harness.h"
 #include "store_test_support.h"
@@ -164,6 +165,34 @@ TEST(Extensions, sender_facts_are_accepted_with_four_bytes_and_malformed_otherwi
     EXPECT_TRUE(h.exchange(with(bad)).empty()) << "length byte " << (bad.size() > 1 ? int(bad[1]) : -1);
   }
   EXPECT_EQ(h.ctx.stats.malformed_bad_extension.get(), 5u);
+}
+
+// A CHECK's hit earns a refresh as rspamd's FUZZY_REFRESH: prob above 0.9
+// (exact, or 29 of 32 shingles), and at most once a refresh_after() (expire
+// / 10 within 1..60 s; 60 s for the default 90 days) per record.
+TEST(Refresh, strong_hits_of_records_not_touched_for_a_while_are_refreshed) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(5, fuzzy::kWrite, 2, 7)));
+  const FuzzyStore& store = h.store;
+  ASSERT_EQ(h.service.refresh_after(), 60u);
+  const uint32_t t = h.now;
+  EXPECT_FALSE(h.service.wants_refresh(store.check(make_request(5), t + 59), t + 59));
+  EXPECT_TRUE(h.service.wants_refresh(store.check(make_request(5), t + 60), t + 60));
+  EXPECT_TRUE(h.service.wants_refresh(store.check(test::near_duplicate(make_request(5), 29, 7), t + 60), t + 60));
+  EXPECT_FALSE(h.service.wants_refresh(store.check(test::near_duplicate(make_request(5), 28, 7), t + 60), t + 60))
+      << "28/32 = 0.875: not above 0.9";
+  EXPECT_FALSE(h.service.wants_refresh(store.check(make_request(6), t + 60), t + 60)) << "a miss";
+}
+
+TEST(Refresh, the_interval_follows_expire) {
+  for (const auto& [expire, after] : {std::pair<uint64_t, uint32_t>{1, 1}, {25, 2}, {600, 60}, {86400, 60}}) {
+    Config c = default_config();
+    c.expire_seconds = expire;
+    FuzzyStore store(test::ServiceHarness::options());
+    Sealer sealer;
+    FuzzyService service(store, c, sealer);
+    EXPECT_EQ(service.refresh_after(), after) << "expire " << expire;
+  }
 }
 
 }  // namespace

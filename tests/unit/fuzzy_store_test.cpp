@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 #include "store_test_support.h"
 
 namespace shingled {
@@ -258,6 +261,69 @@ TEST(FuzzyStoreSizing, memory_budget_gives_the_largest_capacity_that_fits) {
   o.max_hashes = n;
   FuzzyStore s(o);
   EXPECT_EQ(s.memory_bytes(), FuzzyStore::table_bytes_for(n)) << "sizing must match the allocation";
+}
+
+// What an owner reports to the persistence feed, kept in order.
+struct RecordingFuzzySink final : FuzzyChangeSink {
+  std::vector<FuzzyChange> changes;
+  FuzzyChange slot;
+  FuzzyChange& next() override { return slot; }
+  void commit() override { changes.push_back(slot); }
+};
+
+uint64_t head_of(const uint8_t* digest) {
+  uint64_t head;
+  std::memcpy(&head, digest, sizeof head);
+  return head;
+}
+
+// rspamd's FUZZY_REFRESH: a strong hit makes the record live on from the
+// hit, as if written then, without changing its flags, values or creation
+// time, and the refreshed record goes to the persistence feed without
+// shingles (the stored ones are kept on disk).
+TEST(FuzzyStoreRefresh, a_refresh_moves_expiry_to_the_hit_and_is_reported) {
+  FuzzyStore s(small());  // expire 1000 s
+  const auto req = make_request(1, fuzzy::kWrite, 3, 10);
+  write(s, req, kNow);
+  const CheckResult hit = s.check(make_request(1), kNow + 900);
+  ASSERT_EQ(hit.kind, CheckResult::exact);
+  ASSERT_NE(hit.ref, 0u);
+  RecordingFuzzySink sink;
+  ASSERT_TRUE(s.refresh(hit.ref, head_of(hit.record.digest), kNow + 900, &sink));
+  const CheckResult later = s.check(make_request(1), kNow + 1500);
+  ASSERT_EQ(later.kind, CheckResult::exact) << "without the refresh it expired at +1000";
+  EXPECT_EQ(later.record.last_write, kNow + 900);
+  EXPECT_EQ(later.record.first_write, kNow);
+  EXPECT_EQ(later.record.flags[0].value, 10);
+  EXPECT_EQ(s.check(make_request(1), kNow + 1901).kind, CheckResult::miss) << "expire counts from the refresh";
+  ASSERT_EQ(sink.changes.size(), 1u);
+  EXPECT_FALSE(sink.changes[0].erase);
+  EXPECT_FALSE(sink.changes[0].record.has_shingles);
+  EXPECT_EQ(sink.changes[0].record.last_write, kNow + 900);
+  EXPECT_EQ(sink.changes[0].record.first_write, kNow);
+}
+
+TEST(FuzzyStoreRefresh, a_refresh_never_touches_another_record_or_goes_back_in_time) {
+  FuzzyStore s(small());
+  write(s, make_request(1, fuzzy::kWrite, 3, 10), kNow);
+  const CheckResult hit = s.check(make_request(1), kNow + 10);
+  const auto other = make_request(2);
+  EXPECT_FALSE(s.refresh(hit.ref, head_of(other.digest), kNow + 10)) << "digest head differs";
+  EXPECT_FALSE(s.refresh(0, head_of(hit.record.digest), kNow + 10));
+  EXPECT_TRUE(s.refresh(hit.ref, head_of(hit.record.digest), kNow - 50)) << "live, left as it is";
+  EXPECT_EQ(s.check(make_request(1), kNow + 10).record.last_write, kNow);
+  ASSERT_TRUE(remove(s, make_request(1)));
+  EXPECT_FALSE(s.refresh(hit.ref, head_of(hit.record.digest), kNow + 20)) << "deleted";
+}
+
+// A shingle hit names its record too, so it can be refreshed.
+TEST(FuzzyStoreRefresh, shingle_hits_carry_the_reference_of_their_record) {
+  FuzzyStore s(small());
+  write(s, make_request(5, fuzzy::kWrite, 2, 7), kNow);
+  const CheckResult exact = s.check(make_request(5), kNow);
+  const CheckResult near = s.check(near_duplicate(make_request(5), 30, 99), kNow);
+  ASSERT_EQ(near.kind, CheckResult::shingles);
+  EXPECT_EQ(near.ref, exact.ref);
 }
 
 }  // namespace
