@@ -55,6 +55,10 @@ struct Config {
   uint64_t expire_seconds = 0;
   std::vector<Network> allow_update;
   FuzzyReplyCodes reply_codes = FuzzyReplyCodes::current;
+  // TCP beside UDP on every bind_socket (rspamd 3.14+), io = uring only.
+  bool tcp = false;
+  uint64_t tcp_timeout_seconds = 0;   // a connection idle this long is closed
+  uint64_t tcp_max_connections = 0;   // all workers together
   // The LMDB environment (a directory) holding the durable copy, and how
   // often changes are committed to it.
   std::string hashfile;

@@ -59,6 +59,20 @@ class Loader {
         !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket")) {
       return false;
     }
+    if (cfg_.io != IoBackendKind::uring && cfg_.tcp) {
+      // TCP goes through io_uring: asked for with another backend, it is a
+      // mistake; left at its default, it is off.
+      if (parser_.given("tcp")) {
+        return parser_.fail(parser_.line_of("tcp"),
+                            cfg_.io == IoBackendKind::dpdk
+                                ? "tcp = true needs io = uring: with io = dpdk the NIC's traffic never "
+                                  "reaches the kernel's TCP, and shingled has no TCP stack of its own "
+                                  "(set tcp = false, or io = uring)"
+                                : "tcp = true needs io = uring: the recvmmsg backend serves UDP only "
+                                  "(set tcp = false, or io = uring)");
+      }
+      cfg_.tcp = false;
+    }
     if (cfg_.io == IoBackendKind::dpdk) {
       // The loopback defaults mean nothing to a NIC the kernel does not see:
       // the other services follow the fuzzy storage's first address.

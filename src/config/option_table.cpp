@@ -386,6 +386,15 @@ const OptionRow kRows[] = {
      "refusal codes: current (rspamd 3.10+: 415 encryption required, 503 write refused) or "
      "legacy (rspamd 3.4-3.9: 403 for both)",
      {}, apply_reply_codes, show_reply_codes},
+    {"tcp", {}, OptionKind::boolean, 0, 0, "true", nullptr,
+     "also listen on TCP on every bind_socket, as rspamd 3.14+ does (io = uring only; "
+     "off by default with io = recvmmsg or dpdk)",
+     &Config::tcp},
+    {"tcp_timeout", {}, OptionKind::duration, 1, 3600, "5s", nullptr,
+     "a TCP connection idle this long is closed (rspamd's default)", &Config::tcp_timeout_seconds},
+    {"tcp_max_connections", {}, OptionKind::count, 1, 65535, "1024", nullptr,
+     "TCP connections open at once, all workers together; more are closed at once",
+     &Config::tcp_max_connections},
     {"expire", {}, OptionKind::duration, 1, kNoLimit, "90d", nullptr,
      "a hash expires this long after its last write", &Config::expire_seconds},
     {"max_hashes", {}, OptionKind::count, 1, kNoLimit, "1000000", nullptr,
@@ -484,7 +493,6 @@ const ForeignOption kForeignOptions[] = {
     {"username", true, kRedisOption},
     {"password", true, kRedisOption},
     {"prefix", true, kRedisOption},
-    {"tcp_timeout", false, "shingled serves UDP only for now"},
     {"dedicated_update_worker", false,
      "every shingled worker applies the updates of the digests it owns: there is no update "
      "worker to dedicate"},

@@ -319,7 +319,9 @@ bool start_dpdk_if_chosen(Config& config) {
 }
 
 void log_what_is_served(const Config& config, const std::vector<Keypair>& keypairs) {
-  for (const ListenAddress& a : config.bind_sockets) LOG_INFO("listening on %s (udp)", a.text.c_str());
+  for (const ListenAddress& a : config.bind_sockets) {
+    LOG_INFO("listening on %s (udp%s)", a.text.c_str(), config.tcp && config.io == IoBackendKind::uring ? ", tcp" : "");
+  }
   for (const ListenAddress& a : config.counters_bind_sockets) {
     LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),
              static_cast<unsigned long long>(config.counters_max));

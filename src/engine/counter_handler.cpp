@@ -65,7 +65,7 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
       return;
     }
     ReturnAddress to;
-    to.set(p);
+    to.set(p, link_.self);
     answer_series(to, seal, req.op, req.tag, ops[0], series_max, now.unix_seconds);
     return;
   }
@@ -75,7 +75,7 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
     return;
   }
   Pending& pc = pending_[slot];
-  pc.to.set(p);
+  pc.to.set(p, link_.self);
   pc.seal = seal;
   pc.op = req.op;
   pc.n = req.n;
@@ -103,7 +103,7 @@ void CounterHandler::send_series(const RxPacket& p, const ReplySeal& seal, uint1
                                  unsigned owner, const CounterOp& entry) {
   InboxMessage m;
   Series& s = m.emplace<Series>(id_, series);
-  s.from.set(p);
+  s.from.set(p, link_.self);
   s.seal = seal;
   s.op = request_.op;
   s.series_max = series_max;

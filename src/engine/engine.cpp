@@ -69,14 +69,24 @@ bool Engine::start(std::string& error) {
       if (!udp_address_free(addr, error, kPortGraceMs)) return false;
     }
   }
+  // TCP on the fuzzy storage's addresses (the service table's first row,
+  // so listeners 0..n-1), each worker taking its share of the connections.
+  TcpSettings tcp;
+  if (config_.tcp && config_.io == IoBackendKind::uring) {
+    tcp.listeners = unsigned(config_.bind_sockets.size());
+    tcp.max_connections = unsigned((config_.tcp_max_connections + worker_count_ - 1) / worker_count_);
+    tcp.idle_timeout_ms = uint32_t(std::min<uint64_t>(config_.tcp_timeout_seconds * 1000, UINT32_MAX));
+  }
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {
     std::string io_error;
-    std::unique_ptr<PacketIo> io = make_packet_io(kind, listeners, io_error, i);
+    std::unique_ptr<PacketIo> io = make_packet_io(kind, listeners, io_error, i, tcp);
     if (io == nullptr && kind == IoBackendKind::uring && i == 0) {
-      LOG_WARN("io_uring cannot be set up (%s); using the recvmmsg backend", io_error.c_str());
+      LOG_WARN("io_uring cannot be set up (%s); using the recvmmsg backend%s", io_error.c_str(),
+               tcp.listeners != 0 ? ", which serves UDP only: no TCP" : "");
       kind = IoBackendKind::recvmmsg;
-      io = make_packet_io(kind, listeners, io_error, i);
+      tcp = TcpSettings();
+      io = make_packet_io(kind, listeners, io_error, i, tcp);
     }
     if (io == nullptr) {
       error = io_error;
@@ -99,6 +109,15 @@ bool Engine::start(std::string& error) {
            worker_count_, io_name_.c_str(), store_.shard_count(),
            static_cast<unsigned long long>(store_.capacity()),
            double(store_.memory_bytes()) / (1024 * 1024));
+  if (tcp.listeners != 0) {
+    LOG_INFO("tcp on the fuzzy addresses too: up to %u connections (%u a worker), idle timeout %u ms",
+             tcp.max_connections * worker_count_, tcp.max_connections, tcp.idle_timeout_ms);
+  } else if (!config_.tcp) {
+    LOG_INFO("tcp off (tcp = false): the fuzzy storage answers UDP only");
+  } else if (config_.io != IoBackendKind::uring) {
+    LOG_INFO("tcp off: io = %s serves UDP only (TCP needs io = uring)",
+             config_.io == IoBackendKind::dpdk ? "dpdk" : "recvmmsg");
+  }
   return true;
 }
 

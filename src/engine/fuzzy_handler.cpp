@@ -53,7 +53,7 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
   }
   InboxMessage m;
   Update& u = m.emplace<Update>(id_, update);
-  u.from.set(p);
+  u.from.set(p, link_.self);
   u.seal = seal;
   u.request = req;
   if (!link_.outbox.send(owner, m)) {

@@ -23,7 +23,8 @@ struct InboxMessage {
   // enough for a fuzzy update with its return address and seal.
   static constexpr size_t kPayloadSize = 464;
   static constexpr uint8_t kWorker = 0xff;  // `service` of the worker's own messages
-  static constexpr uint8_t kIndexBatch = 0; // the worker's one kind
+  static constexpr uint8_t kIndexBatch = 0; // the worker's kinds
+  static constexpr uint8_t kStreamReply = 1;
 
   uint8_t service = kWorker;
   uint8_t kind = kIndexBatch;
@@ -57,12 +58,20 @@ struct InboxMessage {
   }
 };
 
-// The worker's own message: shingle index inserts of WRITEs, for the owner
-// of their index shards.
+// The worker's own messages: shingle index inserts of WRITEs, for the owner
+// of their index shards;
 struct IndexBatch {
   static constexpr unsigned kCapacity = 24;
   uint32_t count;
   IndexInsert items[kCapacity];
+};
+// and a reply to a request that came over TCP, made by another core (the
+// owner of a WRITE's digest), for the worker whose connection it came on.
+struct StreamReply {
+  static constexpr size_t kCapacity = InboxMessage::kPayloadSize - 8;
+  uint32_t connection;
+  uint32_t len;
+  uint8_t data[kCapacity];
 };
 
 }  // namespace shingled

@@ -101,7 +101,7 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   }
   Pending& pc = pending_[slot];
   pc.cached = cached_request;
-  pc.to.set(p);
+  pc.to.set(p, link_.self);
   pc.peer_key = key;
   pc.fingerprint = fingerprint;
   pc.kind = request_.kind;

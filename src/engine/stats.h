@@ -94,7 +94,14 @@ class Counter {
   X(tx_packets, "datagrams sent")                                                           \
   X(rx_truncated, "dropped: datagrams longer than the receive buffer (malformed)")           \
   X(tx_errors, "replies the kernel refused or that found no TX slot")                       \
-  X(syscalls, "system calls made by the I/O backend")
+  X(syscalls, "system calls made by the I/O backend")                                       \
+  X(tcp_accepted, "TCP connections accepted")                                               \
+  X(tcp_open, "TCP connections open now")                                                   \
+  X(tcp_refused, "TCP connections closed at once: tcp_max_connections reached")             \
+  X(tcp_closed_idle, "TCP connections closed after tcp_timeout without a byte")             \
+  X(tcp_bad_frames, "TCP connections closed for a frame length of 0 or above 8192")         \
+  X(tcp_frames, "TCP frames received")                                                      \
+  X(tcp_replies_dropped, "TCP replies dropped: connection gone or its send buffer full")
 
 struct alignas(64) WorkerStats {
 #define SHINGLED_DECLARE_COUNTER(name, help) Counter name;

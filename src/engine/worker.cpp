@@ -39,7 +39,7 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
       fuzzy_store_(engine.store()),
       ctx_(engine.config().keypair_cache_size),
       feed_(changes),
-      replies_(*io_, ctx_.stats),
+      replies_(*io_, ctx_.stats, index, outbox_),
       outbox_(rings_from(engine, index),
               [&engine](unsigned dest) { engine.worker_mut(dest).wake_if_sleeping(); }) {
   ctx_.changes = changes;
@@ -200,7 +200,12 @@ bool Worker::drain_inboxes(const LoopClock& now) {
     for (unsigned k = 0; k < kMaxBurst; ++k) {
       InboxMessage* m = ring.front();
       if (m == nullptr) break;
-      if (m->service == InboxMessage::kWorker) {
+      if (m->service == InboxMessage::kWorker && m->kind == InboxMessage::kStreamReply) {
+        const StreamReply& r = m->as<StreamReply>();
+        if (r.len > StreamReply::kCapacity || !io_->queue_send_stream(r.connection, r.data, r.len)) {
+          stats_.dropped.add();
+        }
+      } else if (m->service == InboxMessage::kWorker) {
         execute_index_batch(m->as<IndexBatch>());
       } else if (m->service < handlers_.size()) {
         handlers_[m->service]->execute(*m, now);
@@ -271,6 +276,13 @@ void Worker::publish_io_counters() {
   stats_.rx_truncated.set(c.rx_truncated);
   stats_.tx_errors.set(c.tx_errors + c.tx_queue_full);
   stats_.syscalls.set(c.syscalls);
+  stats_.tcp_accepted.set(c.tcp_accepted);
+  stats_.tcp_open.set(c.tcp_open);
+  stats_.tcp_refused.set(c.tcp_refused);
+  stats_.tcp_closed_idle.set(c.tcp_closed_idle);
+  stats_.tcp_bad_frames.set(c.tcp_bad_frames);
+  stats_.tcp_frames.set(c.tcp_frames);
+  stats_.tcp_replies_dropped.set(c.tcp_replies_dropped);
   if (const net::NetCounters* nc = io_->net_counters()) {
     size_t i = 0;
 #define SHINGLED_PUBLISH_NET(name, help) stats_.net[i++].set(nc->name);

@@ -164,6 +164,7 @@ unsigned DpdkIo::poll_ports(RxPacket* out, unsigned max) {
         pkt.listener = r.listener;
         pkt.peer = reinterpret_cast<const sockaddr*>(&peers_[n - 1]);
         pkt.peer_len = sizeof(sockaddr_in);
+        pkt.connection = 0;
         held_[held_count_++] = m;
         ++counters_.rx_packets;
         counters_.rx_bytes += pkt.len;

@@ -10,9 +10,14 @@ namespace shingled {
 
 std::unique_ptr<PacketIo> make_packet_io(IoBackendKind kind,
                                          const std::vector<ListenAddress>& listeners,
-                                         std::string& error, unsigned worker) {
+                                         std::string& error, unsigned worker,
+                                         const TcpSettings& tcp) {
   switch (kind) {
-    case IoBackendKind::uring: return UringIo::create(listeners, error);
+    case IoBackendKind::uring: {
+      UringOptions options;
+      options.tcp = tcp;
+      return UringIo::create(listeners, error, options);
+    }
     case IoBackendKind::recvmmsg: return RecvmmsgIo::create(listeners, error);
     case IoBackendKind::dpdk: return make_dpdk_io(worker, listeners, error);
   }

@@ -27,9 +27,9 @@ inline constexpr uint32_t kMaxDatagram = 2176;
 // holds this much; only the bytes of the actual reply are touched.
 inline constexpr uint32_t kMaxReply = 3136;
 
-// A received datagram. `data` and `peer` stay valid until the next call to
-// receive_burst() on the same backend (run to completion: finish the burst,
-// then receive again).
+// A received datagram, or one frame of a TCP connection. `data` and `peer`
+// stay valid until the next call to receive_burst() on the same backend
+// (run to completion: finish the burst, then receive again).
 struct RxPacket {
   const uint8_t* data = nullptr;
   uint32_t len = 0;           // bytes in `data` (truncated to kMaxDatagram)
@@ -37,6 +37,19 @@ struct RxPacket {
   uint16_t listener = 0;      // index into the bind_sockets list
   const sockaddr* peer = nullptr;
   socklen_t peer_len = 0;
+  // The TCP connection the frame came on, as the backend names it (answer
+  // with queue_send_stream()); 0 for a datagram.
+  uint32_t connection = 0;
+};
+
+// TCP beside UDP on the first `listeners` addresses (the fuzzy storage's,
+// as rspamd 3.14+ listens on every bind_socket): frames of a little-endian
+// u16 length (1..kMaxTcpFrame) and one request, answered the same way.
+inline constexpr uint32_t kMaxTcpFrame = 8192;
+struct TcpSettings {
+  unsigned listeners = 0;         // 0: no TCP
+  unsigned max_connections = 0;   // this worker's share
+  uint32_t idle_timeout_ms = 5000;
 };
 
 // Counters a backend keeps; only its own worker writes them.
@@ -49,6 +62,13 @@ struct IoCounters {
   uint64_t tx_errors = 0;      // the kernel refused a send
   uint64_t tx_queue_full = 0;  // replies dropped because every TX slot was busy
   uint64_t syscalls = 0;       // submissions/waits made, to prove batching
+  uint64_t tcp_accepted = 0;        // connections taken
+  uint64_t tcp_refused = 0;         // connections closed at once: the limit was reached
+  uint64_t tcp_closed_idle = 0;     // closed after tcp_timeout without a byte
+  uint64_t tcp_bad_frames = 0;      // a length of 0 or above kMaxTcpFrame: connection closed
+  uint64_t tcp_frames = 0;          // frames received
+  uint64_t tcp_replies_dropped = 0; // a reply found its connection gone or its buffer full
+  uint64_t tcp_open = 0;            // connections open now
 };
 
 class PacketIo {
@@ -67,6 +87,17 @@ class PacketIo {
   // when no slot is free.
   virtual bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                           const uint8_t* data, uint32_t len) = 0;
+
+  // Queues a reply frame on a TCP connection of this backend (the length
+  // prefix is added here). False (and tcp_replies_dropped) when the
+  // connection is gone or its send buffer is full. Backends without TCP
+  // refuse every one.
+  virtual bool queue_send_stream(uint32_t connection, const uint8_t* data, uint32_t len) {
+    (void)connection;
+    (void)data;
+    (void)len;
+    return false;
+  }
 
   // Hands every queued reply to the kernel with one system call (or none,
   // when nothing is queued).
@@ -88,8 +119,11 @@ class PacketIo {
 // its queue pair on every port (after dpdk_start(), io/dpdk_runtime.h).
 // Returns nullptr and fills `error` when the backend cannot be set up (for
 // io_uring: the kernel refuses it), so the caller can fall back.
+// `tcp`: the io_uring backend also serves TCP on the first tcp.listeners
+// addresses; the others refuse it (the engine says so at start).
 std::unique_ptr<PacketIo> make_packet_io(IoBackendKind kind,
                                          const std::vector<ListenAddress>& listeners,
-                                         std::string& error, unsigned worker = 0);
+                                         std::string& error, unsigned worker = 0,
+                                         const TcpSettings& tcp = TcpSettings());
 
 }  // namespace shingled

@@ -97,6 +97,7 @@ unsigned RecvmmsgIo::read_sockets(RxPacket* out, unsigned max, bool only_ready) 
       p.listener = static_cast<uint16_t>(index);
       p.peer = reinterpret_cast<const sockaddr*>(&rx_names_[n]);
       p.peer_len = m.msg_hdr.msg_namelen;
+      p.connection = 0;
       ++counters_.rx_packets;
       counters_.rx_bytes += p.len;
       if (p.truncated) ++counters_.rx_truncated;

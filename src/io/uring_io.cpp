@@ -23,7 +23,15 @@ namespace shingled {
 namespace {
 
 // user_data of every request: what it is in the top byte, which one below.
+// TCP's kinds (UringTcp::kAccept, kReceive, kSend) are 5 to 7.
 enum Kind : uint64_t { kRecv = 1, kSend = 2, kWake = 3, kCancel = 4 };
+constexpr bool is_tcp(uint64_t kind) { return kind >= UringTcp::kAccept && kind <= UringTcp::kSend; }
+
+uint64_t monotonic_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
+}
 constexpr uint64_t tag(Kind kind, uint32_t index) { return (uint64_t{kind} << 56) | index; }
 constexpr uint64_t tag_kind(uint64_t data) { return data >> 56; }
 constexpr uint32_t tag_index(uint64_t data) { return static_cast<uint32_t>(data); }
@@ -90,10 +98,12 @@ std::unique_ptr<UringIo> UringIo::create(const std::vector<ListenAddress>& liste
   const unsigned count = static_cast<unsigned>(listeners.size());
   // Every TX slot may hold an unsubmitted SQE, plus one receive per socket
   // and the wake poll, so queue_send() never finds the SQ full.
-  const unsigned sq = round_up_pow2(options.tx_slots + count + 8);
+  // TCP: a receive and a send per connection, an accept per listener.
+  const unsigned tcp = options.tcp.listeners == 0 ? 0 : 2 * options.tcp.max_connections + count;
+  const unsigned sq = round_up_pow2(options.tx_slots + count + 8 + tcp);
   // Every buffer and every slot may complete before the worker reaps; a
   // full CQ would end the multishot receives.
-  const unsigned cq = round_up_pow2(rx + options.tx_slots + 2 * count + 16);
+  const unsigned cq = round_up_pow2(rx + options.tx_slots + 2 * count + 16 + 2 * tcp);
   if (!io->setup_ring(std::min(sq, 32768u), std::min(cq, 65536u), error)) return nullptr;
   if (!io->setup_buffers(rx, error)) return nullptr;
 
@@ -112,7 +122,28 @@ std::unique_ptr<UringIo> UringIo::create(const std::vector<ListenAddress>& liste
     io->tx_free_[i] = options.tx_slots - 1 - i;  // slot 0 on top: low slots stay cache-warm
   }
   io->tx_free_count_ = options.tx_slots;
+  if (options.tcp.listeners != 0) {
+    io->tcp_ = std::make_unique<UringTcp>(*io, io->counters_, options.tcp);
+    if (!io->tcp_->listen(listeners, error)) return nullptr;
+  }
   return io;
+}
+
+io_uring_sqe* UringIo::next_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe != nullptr) return sqe;
+  ensure_started();
+  io_uring_submit(&ring_);
+  ++counters_.syscalls;
+  return io_uring_get_sqe(&ring_);
+}
+
+bool UringIo::queue_send_stream(uint32_t connection, const uint8_t* data, uint32_t len) {
+  if (tcp_ == nullptr) {
+    ++counters_.tcp_replies_dropped;
+    return false;
+  }
+  return tcp_->queue_send(connection, data, len);
 }
 
 bool UringIo::setup_ring(unsigned sq_entries, unsigned cq_entries, std::string& error) {
@@ -231,6 +262,7 @@ void UringIo::cancel_all() {
 
   auto outstanding = [this] {
     if (wake_armed_ || tx_free_count_ != tx_slot_count_) return true;
+    if (tcp_ != nullptr && tcp_->in_flight() != 0) return true;
     for (const Listener& l : listeners_) {
       if (l.armed) return true;
     }
@@ -254,7 +286,9 @@ void UringIo::cancel_all() {
         case kWake:
           if (ended && tag_index(data) == wake_generation_) wake_armed_ = false;
           break;
-        default: break;
+        default:
+          if (tcp_ != nullptr && is_tcp(tag_kind(data))) tcp_->on_cancelled(tag_kind(data), cqe);
+          break;
       }
     }
     io_uring_cq_advance(&ring_, seen);
@@ -286,6 +320,7 @@ void UringIo::recycle_buffers() {
 }
 
 void UringIo::prepare_arms() {
+  if (tcp_ != nullptr) tcp_->prepare(now_ms_);
   for (uint32_t i = 0; i < listeners_.size(); ++i) {
     Listener& l = listeners_[i];
     if (l.armed || l.dead) continue;
@@ -309,7 +344,13 @@ void UringIo::prepare_arms() {
 unsigned UringIo::receive_burst(RxPacket* out, unsigned max, unsigned timeout_us) {
   ensure_started();
   recycle_buffers();  // the caller is done with the previous burst
-  unsigned n = reap(out, max);
+  unsigned n = 0;
+  if (tcp_ != nullptr) {
+    now_ms_ = monotonic_ms();
+    tcp_->recycle();
+    n = tcp_->deliver_waiting(out, max);
+  }
+  n += reap(out + n, max - n);
   prepare_arms();  // first start, or receives that ended while reaping
   if (n > 0 || max == 0) return n;
 
@@ -347,6 +388,11 @@ unsigned UringIo::reap(RxPacket* out, unsigned max) {
         case kRecv: on_receive(cqe, tag_index(data), out, n); break;
         case kSend: on_send(cqe, tag_index(data)); break;
         case kWake: on_wake(cqe, tag_index(data)); break;
+        case UringTcp::kAccept:
+        case UringTcp::kReceive:
+        case UringTcp::kSend:
+          if (tcp_ != nullptr) tcp_->on_completion(tag_kind(data), tag_index(data), cqe, out, n, max, now_ms_);
+          break;
         default: break;  // cancellations: nothing to do
       }
     }
@@ -398,6 +444,7 @@ void UringIo::on_receive(const io_uring_cqe* cqe, uint32_t index, RxPacket* out,
   p.listener = static_cast<uint16_t>(index);
   p.peer = static_cast<const sockaddr*>(io_uring_recvmsg_name(msg));
   p.peer_len = std::min<socklen_t>(msg->namelen, l.msg.msg_namelen);
+  p.connection = 0;
   ++counters_.rx_packets;
   counters_.rx_bytes += p.len;
   if (p.truncated) ++counters_.rx_truncated;
@@ -459,6 +506,7 @@ bool UringIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer
 }
 
 void UringIo::flush() {
+  if (tcp_ != nullptr) tcp_->flush();
   if (io_uring_sq_ready(&ring_) == 0) return;
   ensure_started();
   // One io_uring_enter for the whole batch. Asking for events as well posts

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/packet_io.h"
+#include "io/uring_tcp.h"
 
 namespace shingled {
 
@@ -24,9 +25,10 @@ struct UringOptions {
   // than that ran out in the soak and dropped replies. Slots are used last
   // in, first out, so the ones never needed are never touched.
   unsigned tx_slots = 4096 + 256;
+  TcpSettings tcp;  // TCP beside UDP on the first tcp.listeners addresses
 };
 
-class UringIo final : public PacketIo {
+class UringIo final : public PacketIo, public SqeSource {
  public:
   // Sets up the ring and opens one socket per listener. Returns nullptr and
   // sets `error` when the kernel refuses io_uring (ENOSYS, EPERM from
@@ -51,6 +53,7 @@ class UringIo final : public PacketIo {
   unsigned receive_burst(RxPacket* out, unsigned max, unsigned timeout_us) override;
   bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                   const uint8_t* data, uint32_t len) override;
+  bool queue_send_stream(uint32_t connection, const uint8_t* data, uint32_t len) override;
   void flush() override;
   // Makes `fd` non-blocking (a spurious wake must never block the worker).
   void set_wake_fd(int fd) override;
@@ -82,6 +85,10 @@ class UringIo final : public PacketIo {
     uint8_t data[kMaxReply];
   };
 
+  // SqeSource (for UringTcp): the next entry, submitting what is queued
+  // when the SQ is full.
+  io_uring_sqe* next_sqe() override;
+
   UringIo() = default;
   bool setup_ring(unsigned sq_entries, unsigned cq_entries, std::string& error);
   bool setup_buffers(unsigned count, std::string& error);
@@ -110,6 +117,8 @@ class UringIo final : public PacketIo {
   unsigned setup_flags_ = 0;
 
   std::vector<Listener> listeners_;
+  std::unique_ptr<UringTcp> tcp_;  // null without TCP
+  uint64_t now_ms_ = 0;            // monotonic, read once per burst for TCP's timers
 
   io_uring_buf_ring* buf_ring_ = nullptr;
   size_t buf_ring_bytes_ = 0;

@@ -663,8 +663,24 @@ TEST(ConfigStockWorker, strict_config_refuses_what_would_be_ignored_wherever_it_
   expect_error("backend = [redis];\n", 1, "option 'backend' takes a single value, not an array");
 }
 
+// TCP beside UDP (rspamd 3.14+) is io_uring's: on by default there, off by
+// default with the other backends, and a mistake when asked for with them.
+TEST(ConfigTcp, tcp_follows_the_backend_and_is_refused_where_it_cannot_be_served) {
+  Config cfg = load_ok("");
+  EXPECT_TRUE(cfg.tcp);
+  EXPECT_EQ(cfg.tcp_timeout_seconds, 5u);
+  EXPECT_EQ(cfg.tcp_max_connections, 1024u);
+  EXPECT_FALSE(load_ok("io = recvmmsg;\n").tcp) << "off by default there";
+  EXPECT_FALSE(load_ok("tcp = false;\n").tcp);
+  EXPECT_EQ(load_ok("tcp_timeout = 1min;\ntcp_max_connections = 10;\n").tcp_timeout_seconds, 60u);
+  expect_error("io = recvmmsg;\ntcp = true;\n", 2, "tcp = true needs io = uring: the recvmmsg backend serves UDP only");
+  expect_error("tcp = yes;\nio = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"10.0.0.2:11335\";\n", 1,
+               "with io = dpdk the NIC's traffic never reaches the kernel's TCP");
+  expect_error("tcp_timeout = 0;\n", 1, "tcp_timeout: must be between 1s and 1h");
+  expect_error("tcp_max_connections = 70000;\n", 1, "tcp_max_connections: must be 1..65535");
+}
+
 TEST(ConfigStockWorker, other_worker_options_are_refused_with_their_reason) {
-  expect_error("tcp_timeout = 5s;\n", 1, "option 'tcp_timeout' is not supported yet: shingled serves UDP only");
   expect_error("dedicated_update_worker = true;\n", 1, "there is no update worker to dedicate");
   expect_error("updates_maxfail = 3;\n", 1, "a failed sync is retried until it commits");
   expect_error("ratelimit_rate = 100;\n", 1, "option 'ratelimit_rate' is not supported yet: access control");
