@@ -12,7 +12,8 @@
 #      responder corrupted one (values and levels with one request in
 #      flight, where the bounds are exact), and increments acknowledged but
 #      never applied are found by the final check, to the unit;
-#  (c) usage errors of the new modes exit 2.
+#  (c) usage errors of the new modes exit 2;
+#  (d) within (a), the fuzzy storage over TCP: writes and the CHECK mix.
 # Usage: shingle_load_protocols_test.sh --build BUILD_DIR
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
@@ -81,6 +82,16 @@ run_load ratelimit buckets --server "$ratelimit" --keys 500 --burst 20 --count 5
 expect "ratelimit buckets on used buckets (a reused prefix): every refusal is wrong, exit 1" "$json" \
   "d['wrong'] > 0 and d['wrong_by']['verdict'] > 0 and $rc == 1"
 
+# The fuzzy storage over TCP (rspamd 3.14+ framing), verified as over UDP:
+# writes, then the CHECK mix on 3 connections, pipelined.
+fuzzy="127.0.0.1:$port"
+run_load write 2000 --server "$fuzzy" --tcp
+expect "fuzzy write over TCP: every WRITE acknowledged, exit 0" "$json" \
+  "d['transport'] == 'tcp' and d['wrong'] == 0 and d['lost'] == 0 and d['acks'] == 2000 and $rc == 0"
+run_load check --stored 2000 --count 30000 --sockets 3 --inflight 64 --server "$fuzzy" --tcp
+expect "fuzzy check over TCP: 0 wrong, 0 lost, every kind of the mix answered as stored" "$json" \
+  "d['transport'] == 'tcp' and d['wrong'] == 0 and d['lost'] == 0 and d['answered'] == 30000 and d['exact_hits'] > 0 and d['shingle_hits'] > 0 and d['misses'] > 0 and $rc == 0"
+
 kill "$pid" && wait "$pid" 2>/dev/null
 pid=""
 
@@ -146,6 +157,7 @@ else
 fi
 
 # --- (c) usage errors -----------------------------------------------------------------
+usage "counters over tcp" counters increment --tcp
 usage "counters without a mode" counters
 usage "unknown counters mode" counters frobnicate
 usage "counters with a fuzzy option" counters increment --stored 5

@@ -9,6 +9,11 @@
 // millisecond, count requests older than the timeout as lost. A request is
 // never retransmitted, and nothing is allocated once run() has started.
 //
+// With --tcp each socket is a TCP connection: the batch goes out as frames
+// (a little-endian u16 length and the request) in one write, and replies are
+// cut out of the byte stream; a connection the server closes ends its
+// sending, and what it had in flight is lost by timeout.
+//
 // Idle waits: within --busy-poll of the last send or reply (open loop by
 // default) the loop keeps polling. Otherwise one socket in closed loop
 // blocks in recvmmsg itself (one system call, woken by the first reply;
@@ -17,6 +22,8 @@
 // nearly due.
 #include "shingle_load/load_thread.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -119,8 +126,13 @@ struct LoadThread::Connection {
   iovec recv_iov[kMaxBatch];
   mmsghdr recv_msgs[kMaxBatch];
   uint32_t sweep_cursor = 0;
+  // --tcp: replies received but not yet whole, and whether the server hung up.
+  std::vector<uint8_t> stream_in;
+  size_t stream_filled = 0;
+  std::vector<uint8_t> stream_out;
+  bool closed = false;
 
-  bool done_sending(bool stopping) const { return stopping || quota == 0 || exhausted; }
+  bool done_sending(bool stopping) const { return stopping || quota == 0 || exhausted || closed; }
 
   // Drops the first n staged requests (sent, or given up).
   void unstage(unsigned n) {
@@ -156,7 +168,7 @@ bool LoadThread::open(std::string& error) {
     auto c = std::make_unique<Connection>(o_, protocol_, g, total,
                                           encrypted_ ? crypto::kRequestHeaderSize : 0,
                                           encrypted_ ? crypto::kReplyHeaderSize : 0);
-    c->fd = socket(o_.server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    c->fd = socket(o_.server.ss_family, (o_.tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
       error = std::string("socket: ") + strerror(errno);
       return false;
@@ -172,8 +184,14 @@ bool LoadThread::open(std::string& error) {
     // UDP GSO: the kernel cuts one buffer into request_size datagrams, so a
     // batch costs one trip down the stack. The server receives the same
     // datagrams either way.
+    if (o_.tcp) {
+      const int one = 1;
+      setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      c->stream_in.resize(64 * 1024);
+      c->stream_out.reserve(kMaxBatch * (c->request_size + 2));
+    }
     const int segment = int(c->request_size);
-    c->gso = o_.gso && c->session->fixed_size() &&
+    c->gso = !o_.tcp && o_.gso && c->session->fixed_size() &&
              setsockopt(c->fd, SOL_UDP, UDP_SEGMENT, &segment, sizeof segment) == 0;
     c->batch = c->gso ? std::max<unsigned>(1, std::min<unsigned>(o_.batch, 65000 / c->request_size))
                       : o_.batch;
@@ -256,7 +274,9 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
 
   const uint64_t sent_at = now_ns();
   int n;
-  if (c.gso) {
+  if (o_.tcp) {
+    n = send_frames(c);
+  } else if (c.gso) {
     iovec iov{c.send_mem.get(), c.staged * c.request_size};
     msghdr m{};
     m.msg_iov = &iov;
@@ -306,7 +326,62 @@ unsigned LoadThread::send_some(Connection& c, bool stopping) {
   return unsigned(n);
 }
 
+int LoadThread::send_frames(Connection& c) {
+  c.stream_out.clear();
+  for (unsigned j = 0; j < c.staged; ++j) {
+    const size_t len = c.staged_len[j];
+    c.stream_out.push_back(uint8_t(len));
+    c.stream_out.push_back(uint8_t(len >> 8));
+    const uint8_t* r = c.send_mem.get() + j * c.request_size;
+    c.stream_out.insert(c.stream_out.end(), r, r + len);
+  }
+  // A stream cannot drop half a frame: the whole batch goes, waiting for
+  // room in the socket buffer if it must (SO_SNDTIMEO is not set: the
+  // server reads as fast as it answers).
+  size_t done = 0;
+  while (done < c.stream_out.size()) {
+    const ssize_t w = send(c.fd, c.stream_out.data() + done, c.stream_out.size() - done, MSG_NOSIGNAL);
+    if (w > 0) {
+      done += size_t(w);
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else {
+      c.closed = true;  // the server hung up: nothing more goes on this one
+      errno = EPIPE;
+      return done == 0 ? -1 : 0;
+    }
+  }
+  return int(c.staged);
+}
+
+unsigned LoadThread::receive_frames(Connection& c, bool block) {
+  if (c.closed && c.stream_filled == 0) return 0;
+  const ssize_t r = recv(c.fd, c.stream_in.data() + c.stream_filled,
+                         c.stream_in.size() - c.stream_filled, block ? 0 : MSG_DONTWAIT);
+  if (r == 0) c.closed = true;
+  if (r <= 0) return 0;
+  c.stream_filled += size_t(r);
+  const uint64_t now = now_ns();
+  unsigned frames = 0;
+  size_t at = 0;
+  while (c.stream_filled - at >= 2) {
+    const size_t len = size_t(c.stream_in[at]) | size_t(c.stream_in[at + 1]) << 8;
+    if (c.stream_filled - at < 2 + len) break;
+    handle_reply(c, c.stream_in.data() + at + 2, len, len >= c.recv_size, now);
+    at += 2 + len;
+    ++frames;
+  }
+  std::memmove(c.stream_in.data(), c.stream_in.data() + at, c.stream_filled - at);
+  c.stream_filled -= at;
+  if (frames != 0) {
+    stats_.last_reply_ns = now;
+    last_activity_ns_ = now;
+  }
+  return frames;
+}
+
 unsigned LoadThread::receive(Connection& c, bool block) {
+  if (o_.tcp) return receive_frames(c, block);
   const int r = recvmmsg(c.fd, c.recv_msgs, o_.batch, block ? MSG_WAITFORONE : MSG_DONTWAIT,
                          nullptr);
   if (r <= 0) return 0;  // EAGAIN, EINTR, or an ICMP error (ECONNREFUSED): nothing to read

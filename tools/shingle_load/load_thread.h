@@ -47,6 +47,10 @@ class LoadThread {
   bool window_open(const Connection& c) const;
   unsigned send_some(Connection& c, bool stopping);
   unsigned receive(Connection& c, bool block);
+  // --tcp: the staged requests as frames in one write; replies cut out of
+  // the stream.
+  int send_frames(Connection& c);
+  unsigned receive_frames(Connection& c, bool block);
   void handle_reply(Connection& c, uint8_t* data, size_t len, bool truncated, uint64_t now);
   void sweep(Connection& c, uint64_t now);
   void idle(uint64_t now, bool stopping);

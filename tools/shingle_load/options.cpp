@@ -69,7 +69,7 @@ constexpr Flag kFlags[] = {
     {"seed", 0, true},         {"inflight", 'c', true},    {"rate", 'r', true},
     {"duration", 'd', true},   {"count", 'n', true},       {"threads", 't', true},
     {"sockets", 0, true},      {"cpus", 0, true},          {"timeout", 0, true},
-    {"batch", 0, true},        {"no-gso", 0, false},      {"busy-poll", 0, true},      {"json", 0, false},         {"quiet", 'q', false},
+    {"batch", 0, true},        {"no-gso", 0, false},      {"tcp", 0, false},      {"busy-poll", 0, true},      {"json", 0, false},         {"quiet", 'q', false},
     {"show-wrong", 0, true},   {"max-loss", 0, true},      {"help", 'h', false},
     {"version", 'V', false},
     // counters and ratelimit
@@ -79,7 +79,8 @@ constexpr Flag kFlags[] = {
 };
 
 // Options that only the fuzzy protocol takes, and those only the others take.
-constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio", "parts", "part-differs"};
+constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio", "parts", "part-differs",
+                                      "tcp"};
 constexpr const char* kServicesOnly[] = {"keys", "entries", "prefix", "delta", "burst", "one-shot",
                                          "no-final-check", "repeats"};
 
@@ -232,6 +233,9 @@ ParseResult apply_flag(const std::string& name, const std::string& value, Option
   if (name == "help") return ParseResult::help;
   if (name == "version") return ParseResult::version;
   if (name == "no-gso") {
+    o.gso = false;
+  } else if (name == "tcp") {
+    o.tcp = true;
     o.gso = false;
   } else if (name == "busy-poll") {
     unsigned us = 0;

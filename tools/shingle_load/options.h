@@ -38,6 +38,7 @@ struct Options {
   double timeout_s = 1;
   unsigned batch = 64;     // datagrams per sendmmsg / recvmmsg
   bool gso = true;         // send each batch as one UDP GSO buffer where the kernel can
+  bool tcp = false;        // fuzzy over TCP (rspamd 3.14+ framing): each socket a connection
   int busy_poll_us = -1;   // poll instead of sleeping this long after activity; -1: by loop
   uint64_t seed = 1;
 

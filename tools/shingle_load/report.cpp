@@ -159,11 +159,11 @@ std::string json_line(const RunSummary& s) {
   std::string out;
   snprintf(buf, sizeof buf,
            "{\"tool\":\"shingle-load\",\"service\":\"%s\",\"mode\":\"%s\",\"server\":\"%s\","
-           "\"encrypted\":%s,\"threads\":%u,\"sockets_per_thread\":%u,\"loop\":\"%s\",\"inflight\":%u,"
+           "\"encrypted\":%s,\"transport\":\"%s\",\"threads\":%u,\"sockets_per_thread\":%u,\"loop\":\"%s\",\"inflight\":%u,"
            "\"rate\":%.0f,\"seconds\":%.3f,\"measured_seconds\":%.3f,\"sent\":%" PRIu64
            ",\"sent_by_kind\":{",
            info.service, info.mode, json_escape(o.server_text).c_str(), o.server_pk.empty() ? "false" : "true",
-           o.threads, o.sockets, o.rate > 0 ? "open" : "closed", o.rate > 0 ? 0 : o.inflight, o.rate,
+           o.tcp ? "tcp" : "udp", o.threads, o.sockets, o.rate > 0 ? "open" : "closed", o.rate > 0 ? 0 : o.inflight, o.rate,
            s.elapsed_s, s.window_s, t.sent);
   out += buf;
   bool first = true;
