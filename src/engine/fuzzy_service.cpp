@@ -163,9 +163,11 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
     stats.shingle_hits.add();
     r.prob = static_cast<float>(result.votes) / fuzzy::kShingleCount;
   }
-  // The "matched digest" bit exists only from rspamd 4.1.3; 3.4-epoch
-  // replies keep their reserved bytes zero, as 3.4 sends them.
-  r.matched_digest = req.epoch == fuzzy::Epoch::v12;
+  // The "matched digest" bit (rspamd 4.1.3+): every hit's reply digest is
+  // the stored one. Set in 96- and 144-byte replies alike, as rspamd's
+  // storage sets it (3.4-era clients never read the reserved bytes); a
+  // 16-byte reply has no room for it.
+  r.matched_digest = true;
   return encode(req, seal, r, ctx, reply);
 }
 

@@ -46,7 +46,8 @@ TEST(VersionHandshake, capability_bit_gets_the_144_byte_reply_with_every_flag) {
   const std::vector<uint8_t> old = h.exchange(encode(make_request(1)));
   ASSERT_EQ(old.size(), 96u);
   EXPECT_EQ(load_le32(old.data() + 4), 2u);
-  EXPECT_EQ(old[84], 0) << "3.4-epoch replies keep the reserved bytes zero";
+  EXPECT_EQ(old[84], 1) << "the matched-digest bit of the 96-byte layout, as rspamd 4.1.3+ sets it";
+  EXPECT_EQ(old[85], 0);
 }
 
 TEST(Capacity, full_store_answers_500_to_new_digests_and_keeps_serving) {

@@ -25,7 +25,8 @@ using Harness = test::ServiceHarness;
 
 // An exact hit as captured from rspamd 3.4's sqlite backend, which answers
 // ts 0; shingled answers the record's creation time, as the Redis backend
-// (rspamd's stock one) does. Everything else byte for byte.
+// (rspamd's stock one) does, and sets the matched-digest bit (byte 84) that
+// storages set since 4.1.3. Everything else byte for byte.
 void expect_same_hit_but_creation_ts(Harness& h, const char* file) {
   const test::VectorFile f = read_vector_file(file);
   std::vector<uint8_t> got = h.exchange(f.block("request"));
@@ -33,7 +34,10 @@ void expect_same_hit_but_creation_ts(Harness& h, const char* file) {
   ASSERT_EQ(got.size(), want.size()) << file;
   ASSERT_EQ(load_le32(want.data() + 80), 0u) << file << ": the capture is sqlite's";
   EXPECT_EQ(load_le32(got.data() + 80), h.now) << file << ": ts must be the creation time";
+  ASSERT_EQ(want[84], 0u) << file << ": 3.4 sent no matched-digest bit";
+  EXPECT_EQ(got[84], 1u) << file << ": the matched-digest bit";
   std::memcpy(got.data() + 80, want.data() + 80, 4);
+  got[84] = 0;
   EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size())) << file;
 }
 
@@ -57,8 +61,10 @@ TEST(CapturedSession, replies_match_rspamd_byte_for_byte) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(load_le_f32(got.data() + 12), 30.0f / 32) << "prob must be k/32 for k = 30";
   EXPECT_EQ(load_le32(got.data() + 80), h.now) << "ts must be the creation time";
-  std::memcpy(got.data() + 12, want.data() + 12, 4);  // the two documented differences
+  EXPECT_EQ(got[84], 1u) << "the matched-digest bit";
+  std::memcpy(got.data() + 12, want.data() + 12, 4);  // the three documented differences
   std::memcpy(got.data() + 80, want.data() + 80, 4);
+  got[84] = 0;
   EXPECT_EQ(to_hex(got.data(), got.size()), to_hex(want.data(), want.size()));
 
   expect_same_reply(h, "p05-stat.txt");
