@@ -152,6 +152,35 @@ def raw(port, cmd, flag, value):
     print('len=%d value=%d flag=%d tag_ok=%d prob=%g' % (len(rep), v, f, t == tag, p))
     return 0
 
+def rawtcp(port, cmd, flag, value):
+    """Like raw, over TCP as rspamd 3.14+ clients talk: a frame (LE u16 length, then the
+    request), a frame back."""
+    data, tag = request(int(cmd), int(flag), int(value))
+    try:
+        s = socket.create_connection(('127.0.0.1', int(port)), timeout=3.0)
+    except OSError as e:
+        print('len=0 no connection (%s)' % e); return 1
+    try:
+        s.sendall(struct.pack('<H', len(data)) + data)
+        buf = b''
+        while len(buf) < 2 or len(buf) < 2 + struct.unpack('<H', buf[:2])[0]:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError:
+        buf = b''
+    finally:
+        s.close()
+    if len(buf) < 2:
+        print('len=0 no reply'); return 1
+    rep = buf[2:2 + struct.unpack('<H', buf[:2])[0]]
+    if len(rep) < 16:
+        print('len=%d short' % len(rep)); return 1
+    v, f, t, p = u(rep)
+    print('len=%d value=%d flag=%d tag_ok=%d prob=%g' % (len(rep), v, f, t == tag, p))
+    return 0
+
 def badmac(port, keyid_hex, wait):
     """One datagram with an encryption header for key id KEYID (8 bytes hex), a random client
     key, nonce and MAC and an 80-byte random 'ciphertext' (a CHECK without shingles is 76):
@@ -386,7 +415,7 @@ def traceck(log, want, keyid=''):
 if __name__ == '__main__':
     a = sys.argv[1:]
     f = {'probe': lambda: probe(a[1], a[2]),
-         'raw': lambda: raw(*a[1:5]), 'isbound': lambda: is_bound(a[1]),
+         'raw': lambda: raw(*a[1:5]), 'rawtcp': lambda: rawtcp(*a[1:5]), 'isbound': lambda: is_bound(a[1]),
          'syms': lambda: syms(a[1]), 'addres': lambda: addres(a[1]),
          'statres': lambda: statres(a[1], a[2]), 'score': lambda: score(*a[1:]),
          'cmp': lambda: fcmp(*a[1:]), 'scoreok': lambda: scoreok(*a[1:]), 'relay': lambda: relay(a[1], a[2], a[3]),

@@ -353,6 +353,12 @@ for op in 0:CHECK:0 1:WRITE:1 2:DEL:1 3:STAT:0; do
     else
         fail "raw_plain_${cname}_to_enconly_now_415" "plain $cname to the encrypted_only server with current reply codes: expected len=96 value=415 flag=$flag_ tag_ok=1 prob=0, got: $out"
     fi
+    out=$(py rawtcp "$P_ENCNOW" "$code_" "$flag_" 10)
+    if echo "$out" | grep -q "^len=96 value=415 flag=$flag_ tag_ok=1 prob=0$"; then
+        pass "raw_plain_${cname}_over_tcp_to_enconly_now_415" "$out"
+    else
+        fail "raw_plain_${cname}_over_tcp_to_enconly_now_415" "the same over TCP: expected len=96 value=415 flag=$flag_ tag_ok=1 prob=0, got: $out"
+    fi
 done
 # What rspamd 3.4 makes of a 415: a log line, no symbol (the scans above saw no FUZZY_BLOCKED
 # for enconly_now_plain).

@@ -180,6 +180,14 @@ for op in 1:WRITE 2:DEL; do
     else
         fail "raw_${op#*:}_refused" "raw ${op#*:} from 127.0.0.1 to a server allowing only 127.0.0.2: expected len=96 value=$REFUSAL_CODE flag=1 tag_ok=1 prob=0, got: $out"
     fi
+    # shingled listens on TCP too (rspamd 3.14+; Debian's 3.4 storage does not)
+    [ "$MODE" = shingled ] || continue
+    out=$(py rawtcp "$P_REFUSE" "${op%%:*}" 1 10)
+    if echo "$out" | grep -q "^len=96 value=$REFUSAL_CODE flag=1 tag_ok=1 prob=0$"; then
+        pass "raw_${op#*:}_refused_over_tcp" "$out"
+    else
+        fail "raw_${op#*:}_refused_over_tcp" "the same ${op#*:} over TCP: expected len=96 value=$REFUSAL_CODE flag=1 tag_ok=1 prob=0, got: $out"
+    fi
 done
 settle
 
