@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "io/tcp_frames.h"
 #include "io/udp_socket.h"
 
 namespace shingled {
@@ -119,15 +120,16 @@ unsigned UringTcp::deliver_waiting(RxPacket* out, unsigned max) {
 }
 
 void UringTcp::parse(uint32_t slot, Connection& c, RxPacket* out, unsigned& n, unsigned max) {
-  while (c.filled - c.parsed >= 2) {
-    const uint32_t len = uint32_t(c.in[c.parsed]) | uint32_t(c.in[c.parsed + 1]) << 8;
-    if (len == 0 || len > kMaxTcpFrame) {
+  for (;;) {
+    uint32_t len = 0;
+    const TcpFrameStatus status = next_tcp_frame(c.in + c.parsed, c.filled - c.parsed, len);
+    if (status == TcpFrameStatus::bad_length) {
       ++counters_.tcp_bad_frames;
       begin_close(c);
       finish_close_if_idle(slot, c);
       return;
     }
-    if (c.filled - c.parsed < 2 + len) return;  // the rest is on its way
+    if (status == TcpFrameStatus::partial) return;  // the rest is on its way
     if (n == max) {
       mark_dirty(slot, c);  // delivered at the next burst
       return;
@@ -254,8 +256,7 @@ bool UringTcp::queue_send(uint32_t connection, const uint8_t* data, uint32_t len
     ++counters_.tcp_replies_dropped;
     return false;
   }
-  c->out[c->out_len] = uint8_t(len);
-  c->out[c->out_len + 1] = uint8_t(len >> 8);
+  put_tcp_frame_length(c->out + c->out_len, len);
   std::memcpy(c->out + c->out_len + 2, data, len);
   c->out_len += 2 + len;
   if (!c->sends_listed) {

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "io/tcp_frames.h"
 #include "shingle_load/slot_table.h"
 #include "common/little_endian.h"
 
@@ -330,8 +331,9 @@ int LoadThread::send_frames(Connection& c) {
   c.stream_out.clear();
   for (unsigned j = 0; j < c.staged; ++j) {
     const size_t len = c.staged_len[j];
-    c.stream_out.push_back(uint8_t(len));
-    c.stream_out.push_back(uint8_t(len >> 8));
+    uint8_t prefix[2];
+    put_tcp_frame_length(prefix, uint32_t(len));
+    c.stream_out.insert(c.stream_out.end(), prefix, prefix + 2);
     const uint8_t* r = c.send_mem.get() + j * c.request_size;
     c.stream_out.insert(c.stream_out.end(), r, r + len);
   }
@@ -364,9 +366,17 @@ unsigned LoadThread::receive_frames(Connection& c, bool block) {
   const uint64_t now = now_ns();
   unsigned frames = 0;
   size_t at = 0;
-  while (c.stream_filled - at >= 2) {
-    const size_t len = size_t(c.stream_in[at]) | size_t(c.stream_in[at + 1]) << 8;
-    if (c.stream_filled - at < 2 + len) break;
+  for (;;) {
+    uint32_t len = 0;
+    const TcpFrameStatus status = next_tcp_frame(c.stream_in.data() + at, c.stream_filled - at, len);
+    if (status == TcpFrameStatus::partial) break;
+    if (status == TcpFrameStatus::bad_length) {  // no reply of ours has such a length: the stream is lost
+      const std::string why = "a reply frame of length " + std::to_string(len);
+      count_wrong(Wrong::size, stats_.wrong_examples.size() < o_.show_wrong ? &why : nullptr);
+      c.closed = true;
+      at = c.stream_filled;
+      break;
+    }
     handle_reply(c, c.stream_in.data() + at + 2, len, len >= c.recv_size, now);
     at += 2 + len;
     ++frames;
