@@ -94,6 +94,10 @@ void UringTcp::recycle() {
     Connection* c = slots_[slot].get();
     if (c == nullptr) continue;
     c->dirty = false;
+    if (c->closing) {
+      free_if_done(slot, *c);
+      continue;
+    }
     if (c->parsed != 0) {
       // The frames handed out last burst are done with: drop them, keep a
       // partial one (and any complete ones not yet handed out) at the front.
@@ -125,8 +129,7 @@ void UringTcp::parse(uint32_t slot, Connection& c, RxPacket* out, unsigned& n, u
     const TcpFrameStatus status = next_tcp_frame(c.in + c.parsed, c.filled - c.parsed, len);
     if (status == TcpFrameStatus::bad_length) {
       ++counters_.tcp_bad_frames;
-      begin_close(c);
-      finish_close_if_idle(slot, c);
+      begin_close(slot, c);
       return;
     }
     if (status == TcpFrameStatus::partial) return;  // the rest is on its way
@@ -167,8 +170,7 @@ void UringTcp::prepare(uint64_t now_ms) {
     if (c == nullptr || c->closing) continue;
     if (now_ms - c->last_read_ms >= settings_.idle_timeout_ms) {
       ++counters_.tcp_closed_idle;
-      begin_close(*c);
-      finish_close_if_idle(slot, *c);
+      begin_close(slot, *c);
     }
   }
 }
@@ -219,8 +221,8 @@ void UringTcp::on_completion(uint64_t kind, uint32_t id, const io_uring_cqe* cqe
   if (kind == kReceive) {
     c->receiving = false;
     if (cqe->res <= 0 || c->closing) {
-      begin_close(*c);  // the peer closed (0), an error, or we are closing
-      finish_close_if_idle(slot, *c);
+      begin_close(slot, *c);  // the peer closed (0), an error, or we are closing
+      mark_dirty(slot, *c);   // freed at the next recycle once idle
       return;
     }
     c->filled += uint32_t(cqe->res);
@@ -234,8 +236,8 @@ void UringTcp::on_completion(uint64_t kind, uint32_t id, const io_uring_cqe* cqe
     const uint32_t sent = cqe->res > 0 ? uint32_t(cqe->res) : 0;
     c->sending = 0;
     if (cqe->res < 0 || c->closing) {
-      if (cqe->res < 0) begin_close(*c);
-      finish_close_if_idle(slot, *c);
+      begin_close(slot, *c);
+      mark_dirty(slot, *c);
       return;
     }
     ++counters_.tx_packets;
@@ -294,16 +296,17 @@ void UringTcp::flush() {
   sends_.resize(kept);
 }
 
-void UringTcp::begin_close(Connection& c) {
+void UringTcp::begin_close(uint32_t slot, Connection& c) {
+  mark_dirty(slot, c);
   if (c.closing) return;
   c.closing = true;
   // Ends the receive (and a send) in flight; the socket is closed when
-  // their completions are in (finish_close_if_idle).
+  // their completions are in and the burst is done (free_if_done).
   shutdown(c.fd, SHUT_RDWR);
 }
 
-void UringTcp::finish_close_if_idle(uint32_t slot, Connection& c) {
-  if (!c.closing || c.receiving || c.sending != 0) return;
+void UringTcp::free_if_done(uint32_t slot, Connection& c) {
+  if (!c.closing || c.receiving || c.sending != 0) return;  // a completion marks it again
   close(c.fd);
   slots_[slot].reset();
   free_.push_back(slot);

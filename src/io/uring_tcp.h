@@ -109,8 +109,11 @@ class UringTcp {
   // closed the connection.
   void parse(uint32_t slot, Connection& c, RxPacket* out, unsigned& n, unsigned max);
   void mark_dirty(uint32_t slot, Connection& c);
-  void begin_close(Connection& c);
-  void finish_close_if_idle(uint32_t slot, Connection& c);
+  // Stops a connection: its socket is shut down at once, and its slot freed
+  // by recycle() once nothing is in flight and no frame of it is in use
+  // (frames of this burst may point into its buffer).
+  void begin_close(uint32_t slot, Connection& c);
+  void free_if_done(uint32_t slot, Connection& c);
   void arm_receive(uint32_t slot, Connection& c);
 
   SqeSource& sqes_;
