@@ -119,7 +119,9 @@ void run(benchmark::State& state, const std::vector<std::vector<uint8_t>>& datag
     }
     w.store->check_batch(checks, n, kNow, results);
     for (unsigned c = 0; c < n; ++c) {
-      answered += w.service->answer_check(*checks[c], seals[check_of[c]], results[c], ctx, reply) > 0;
+      answered += w.service->answer_check(*checks[c], seals[check_of[c]], results[c],
+                                          reinterpret_cast<const sockaddr*>(&w.peer), 1'800'000'000,
+                                          ctx, reply) > 0;
     }
     benchmark::DoNotOptimize(reply);
     pos = (pos + kBurst) % datagrams.size();

@@ -55,6 +55,11 @@ struct Config {
   uint64_t expire_seconds = 0;
   std::vector<Network> allow_update;
   FuzzyReplyCodes reply_codes = FuzzyReplyCodes::current;
+  // rspamd's access controls of the fuzzy worker.
+  bool read_only = false;               // every WRITE/DEL refused (503), no refresh
+  std::vector<uint32_t> forbidden_ids;  // flags never shown in a CHECK's answer
+  uint64_t delay_seconds = 0;           // hits younger than this (+ up to half) answer as misses; 0 = off
+  std::vector<Network> delay_whitelist; // sources that see hits at once
   // TCP beside UDP on every bind_socket (rspamd 3.14+), io = uring only.
   bool tcp = false;
   uint64_t tcp_timeout_seconds = 0;   // a connection idle this long is closed

@@ -82,20 +82,23 @@ bool apply_control_socket(const UclNode& m, OptionParser& p) {
 
 // Repeatable; each string may hold several entries separated by ',' or
 // spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
-bool apply_allow_update(const UclNode& m, OptionParser& p) {
+// Networks written inline, as allow_update and delay_whitelist take them:
+// strings (or an array of them) of addresses, CIDR networks and
+// "localhost", separated by ',' or spaces.
+bool apply_networks(const UclNode& m, OptionParser& p, std::vector<Network>& allow) {
   std::vector<const UclNode*> items;
   if (!p.scalar_items(m, items)) return false;
-  std::vector<Network>& allow = p.config().allow_update;
   if (p.first_setting()) allow.clear();
   for (const UclNode* item : items) {
     const std::string& text = item->text;
     if (text.find("://") != std::string::npos || (!text.empty() && text[0] == '/')) {
-      return p.fail(item->line, "allow_update: '" + text + "': maps (files, URLs) are not "
+      return p.fail(item->line, m.key + ": '" + text + "': maps (files, URLs) are not "
                                 "supported yet; list the addresses inline");
     }
     const std::vector<std::string> entries = split_inline_list(text);
     if (entries.empty()) {
-      return p.fail(item->line, "allow_update: empty string (write [] to allow nobody)");
+      return p.fail(item->line, m.key + ": empty string (write [] to " +
+                                    (m.key == "allow_update" ? "allow nobody)" : "list none)"));
     }
     for (const std::string& entry : entries) {
       if (entry == "localhost") {
@@ -110,8 +113,38 @@ bool apply_allow_update(const UclNode& m, OptionParser& p) {
       }
       Network net;
       std::string err;
-      if (!parse_network(entry, net, err)) return p.fail(item->line, "allow_update: " + err);
+      if (!parse_network(entry, net, err)) return p.fail(item->line, m.key + ": " + err);
       allow.push_back(net);
+    }
+  }
+  return true;
+}
+
+// Repeatable; each string may hold several entries separated by ',' or
+// spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
+bool apply_allow_update(const UclNode& m, OptionParser& p) {
+  return apply_networks(m, p, p.config().allow_update);
+}
+
+bool apply_delay_whitelist(const UclNode& m, OptionParser& p) {
+  return apply_networks(m, p, p.config().delay_whitelist);
+}
+
+// forbidden_ids: flags, as a number, a list in a string or an array.
+bool apply_forbidden_ids(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  std::vector<uint32_t>& ids = p.config().forbidden_ids;
+  if (p.first_setting()) ids.clear();
+  for (const UclNode* item : items) {
+    for (const std::string& entry : split_inline_list(item->text)) {
+      uint64_t n = 0;
+      std::string err;
+      if (!ucl_to_uint(entry, n, err) || n > UINT32_MAX) {
+        return p.fail(item->line, "forbidden_ids: '" + entry + "' is not a flag (0..4294967295)");
+      }
+      if (ids.size() >= 1024) return p.fail(item->line, "forbidden_ids: more than 1024 flags");
+      if (std::find(ids.begin(), ids.end(), uint32_t(n)) == ids.end()) ids.push_back(uint32_t(n));
     }
   }
   return true;
@@ -295,6 +328,15 @@ std::string joined(const std::vector<T>& items, TextOf text_of, const char* when
 std::string show_allow_update(const Config& c) {
   return joined(c.allow_update, [](const Network& n) { return n.text; }, "(nobody)");
 }
+std::string show_delay_whitelist(const Config& c) {
+  return joined(c.delay_whitelist, [](const Network& n) { return n.text; }, "(none)");
+}
+std::string show_forbidden_ids(const Config& c) {
+  return joined(c.forbidden_ids, [](uint32_t f) { return std::to_string(f); }, "(none)");
+}
+std::string show_delay(const Config& c) {
+  return c.delay_seconds == 0 ? "(off)" : duration_text(c.delay_seconds);
+}
 std::string show_workers(const Config& c) {
   return c.workers == 0 ? "auto (one per core)" : std::to_string(c.workers);
 }
@@ -395,6 +437,20 @@ const OptionRow kRows[] = {
     {"tcp_max_connections", {}, OptionKind::count, 1, 65535, "1024", nullptr,
      "TCP connections open at once, all workers together; more are closed at once",
      &Config::tcp_max_connections},
+    {"read_only", {}, OptionKind::boolean, 0, 0, "false", nullptr,
+     "refuse every WRITE and DEL (503, legacy 403) and refresh nothing: a read-only replica",
+     &Config::read_only},
+    {"forbidden_ids", {}, OptionKind::words, 0, 0, nullptr, "(none)",
+     "flags a CHECK never answers with: dropped from multi-flag replies (the next flag "
+     "answers), a 96- or 16-byte reply of such a flag answers as a miss",
+     {}, apply_forbidden_ids, show_forbidden_ids, true},
+    {"delay", {}, OptionKind::duration, 1, 366 * 86400, nullptr, "(off)",
+     "hits on records created less than this (plus up to half of it, at random) ago answer "
+     "as misses, so a freshly poisoned hash cannot hurt at once",
+     &Config::delay_seconds, nullptr, show_delay},
+    {"delay_whitelist", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
+     "sources that see hits at once despite delay", {}, apply_delay_whitelist,
+     show_delay_whitelist, true},
     {"expire", {}, OptionKind::duration, 1, kNoLimit, "90d", nullptr,
      "a hash expires this long after its last write", &Config::expire_seconds},
     {"max_hashes", {}, OptionKind::count, 1, kNoLimit, "1000000", nullptr,
@@ -499,13 +555,9 @@ const ForeignOption kForeignOptions[] = {
     {"updates_maxfail", false,
      "a failed sync is retried until it commits and nothing is discarded (docs/persistence.md)"},
     {"allow_update_keys", false, kAccessControl},
-    {"read_only", false, kAccessControl},
     {"blocked", false, kAccessControl},
-    {"delay", false, kAccessControl},
-    {"delay_whitelist", false, kAccessControl},
     {"skip_hashes", false, kAccessControl},
     {"weak_ids", false, kAccessControl},
-    {"forbidden_ids", false, kAccessControl},
     {"dynamic_keys_map", false, kAccessControl},
     {"count", false, "rspamd's process count"},
     {"type", false, "rspamd's worker type"},

@@ -71,7 +71,8 @@ void FuzzyHandler::end_burst(const LoopClock& now) {
   service_.store().check_batch(checks, n_checks_, now.unix_seconds, results);
   uint8_t reply[kMaxReply];
   for (unsigned c = 0; c < n_checks_; ++c) {
-    const size_t len = service_.answer_check(checks_[c], check_seals_[c], results[c], link_.ctx, reply);
+    const size_t len = service_.answer_check(checks_[c], check_seals_[c], results[c], check_packets_[c]->peer,
+                                             now.unix_seconds, link_.ctx, reply);
     link_.replies.send(*check_packets_[c], reply, len);
   }
   for (unsigned c = 0; c < n_checks_; ++c) {

@@ -22,7 +22,47 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
                                     : fuzzy::kResultEncryptionRequired),
       write_refused_code_(config.reply_codes == FuzzyReplyCodes::legacy ? fuzzy::kResultForbidden
                                                                         : fuzzy::kResultWriteRefused),
-      refresh_after_(uint32_t(std::clamp<uint64_t>(config.expire_seconds / 10, 1, 60))) {}
+      refresh_after_(uint32_t(std::clamp<uint64_t>(config.expire_seconds / 10, 1, 60))),
+      read_only_(config.read_only),
+      forbidden_ids_(config.forbidden_ids),
+      delay_seconds_(uint32_t(std::min<uint64_t>(config.delay_seconds, UINT32_MAX / 2))),
+      delay_whitelist_(config.delay_whitelist) {}
+
+bool FuzzyService::forbidden(uint32_t flag) const {
+  return std::find(forbidden_ids_.begin(), forbidden_ids_.end(), flag) != forbidden_ids_.end();
+}
+
+// As rspamd's storage: a hit on a record younger than delay plus a random
+// part of up to half of it (so a poisoner cannot time it) answers as a miss
+// but keeps its flags; the source may be whitelisted. The random part comes
+// from the request's tag and digest: the same for a retransmit.
+bool FuzzyService::delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer,
+                           uint32_t now) const {
+  if (delay_seconds_ == 0 || any_network_contains(delay_whitelist_, peer)) return false;
+  uint64_t mix = req.tag * 0x9E3779B97F4A7C15ull;
+  for (unsigned i = 0; i < 8; ++i) mix = (mix ^ req.digest[i]) * 0x100000001B3ull;
+  const uint64_t jitter = (mix >> 11) % (uint64_t(delay_seconds_) / 2 + 1);
+  return uint64_t(now) < uint64_t(created) + delay_seconds_ + jitter;
+}
+
+// As rspamd's storage: a 144-byte reply drops the forbidden flags and the
+// first allowed one left answers; a shorter reply, which carries one flag,
+// answers nothing if that flag is forbidden.
+bool FuzzyService::hide_forbidden(fuzzy::Epoch epoch, fuzzy::Reply& r) const {
+  if (epoch != fuzzy::Epoch::v12) return !forbidden(r.flag);
+  fuzzy::FlagValue kept[fuzzy::kMaxFlagsPerDigest];
+  unsigned n = 0;
+  if (!forbidden(r.flag)) kept[n++] = fuzzy::FlagValue{r.flag, r.value};
+  for (unsigned k = 0; k < r.n_extra; ++k) {
+    if (!forbidden(r.extra[k].flag)) kept[n++] = r.extra[k];
+  }
+  if (n == 0) return false;
+  r.flag = kept[0].flag;
+  r.value = kept[0].value;
+  r.n_extra = uint8_t(n - 1);
+  for (unsigned k = 1; k < n; ++k) r.extra[k - 1] = kept[k];
+  return true;
+}
 
 size_t FuzzyService::encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
                             WorkerContext& ctx, uint8_t* out) const {
@@ -117,7 +157,14 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
       break;
   }
 
-  // Everything else is an update: permission first (spec 8.2).
+  // Everything else is an update: read_only refuses it, then permission
+  // (spec 8.2), in rspamd's order.
+  if (read_only_) {
+    stats.read_only_refused.add();
+    stats.key_errors[key].add();
+    reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
+    return Disposition::reply;
+  }
   if (!any_network_contains(allow_update_, peer)) {
     stats.forbidden.add();
     stats.key_errors[key].add();
@@ -134,8 +181,8 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
 }
 
 size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& seal,
-                                  const CheckResult& result, WorkerContext& ctx,
-                                  uint8_t* reply) const {
+                                  const CheckResult& result, const sockaddr* peer, uint32_t now,
+                                  WorkerContext& ctx, uint8_t* reply) const {
   WorkerStats& stats = ctx.stats;
   fuzzy::Reply r;
   r.tag = req.tag;
@@ -168,6 +215,19 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
   // storage sets it (3.4-era clients never read the reserved bytes); a
   // 16-byte reply has no room for it.
   r.matched_digest = true;
+  if (delayed(req, rec.first_write, peer, now)) {
+    stats.delayed.add();
+    r.value = 0;
+    r.prob = 0;
+    r.ts = 0;
+    r.matched_digest = false;
+  }
+  if (!forbidden_ids_.empty() && !hide_forbidden(req.epoch, r)) {
+    stats.forbidden_hidden.add();
+    r = fuzzy::Reply{};
+    r.tag = req.tag;
+    std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
+  }
   return encode(req, seal, r, ctx, reply);
 }
 

@@ -44,10 +44,11 @@ class FuzzyService {
   Disposition accept(const uint8_t* data, size_t len, const sockaddr* peer, WorkerContext& ctx,
                      fuzzy::Request& req, ReplySeal& seal, uint8_t* reply, size_t& reply_len);
 
-  // After accept() returned check: the answer given the
-  // lookup result. Separate so a burst of CHECKs can be looked up together.
+  // After accept() returned check: the answer given the lookup result, to
+  // `peer` at `now` (delay). Separate so a burst of CHECKs can be looked up
+  // together.
   size_t answer_check(const fuzzy::Request& req, const ReplySeal& seal, const CheckResult& result,
-                      WorkerContext& ctx, uint8_t* reply) const;
+                      const sockaddr* peer, uint32_t now, WorkerContext& ctx, uint8_t* reply) const;
 
   unsigned shard_of_update(const fuzzy::Request& req) const {
     return store_.shard_of(store_.digest_hash(req.digest));
@@ -58,7 +59,7 @@ class FuzzyService {
   // on a record not refreshed or written for refresh_after() seconds (so a
   // hot record costs its owner one refresh a minute at most, not one a hit).
   bool wants_refresh(const CheckResult& result, uint32_t now) const {
-    return result.kind != CheckResult::miss && result.votes >= kRefreshVotes &&
+    return !read_only_ && result.kind != CheckResult::miss && result.votes >= kRefreshVotes &&
            now - result.record.last_write >= refresh_after_;
   }
   // expire / 10, within 1 s .. 60 s.
@@ -77,6 +78,11 @@ class FuzzyService {
  private:
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
   fuzzy::Reply refusal(const fuzzy::Request& req, int32_t code) const;
+  // delay: whether a hit on a record created at `created` answers as a miss.
+  bool delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer, uint32_t now) const;
+  // forbidden_ids: drops forbidden flags from `r` (false: nothing is left).
+  bool hide_forbidden(fuzzy::Epoch epoch, fuzzy::Reply& r) const;
+  bool forbidden(uint32_t flag) const;
 
   FuzzyStore& store_;
   std::vector<Network> allow_update_;
@@ -88,6 +94,10 @@ class FuzzyService {
   // prob > 0.9: 29 of 32 shingles (29/32 = 0.906, 28/32 = 0.875).
   static constexpr unsigned kRefreshVotes = 29;
   uint32_t refresh_after_;
+  bool read_only_;
+  std::vector<uint32_t> forbidden_ids_;
+  uint32_t delay_seconds_;
+  std::vector<Network> delay_whitelist_;
 };
 
 }  // namespace shingled

@@ -37,6 +37,9 @@ class Counter {
   X(shingle_hits, "CHECKs that matched by >= 17 of 32 shingles")                            \
   X(misses, "CHECKs that found nothing")                                                    \
   X(forbidden, "updates refused (503, legacy 403): source outside allow_update")            \
+  X(read_only_refused, "updates refused (503, legacy 403): read_only")                      \
+  X(delayed, "CHECK hits answered as misses: the record is younger than delay")            \
+  X(forbidden_hidden, "CHECK hits answered as misses: every flag in forbidden_ids")        \
   X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
   X(malformed, "datagrams dropped as malformed (all reasons)")                              \
   X(malformed_too_short, "dropped: shorter than 76 bytes")                                  \

@@ -62,7 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case FuzzyService::Disposition::reply:
       break;
     case FuzzyService::Disposition::check:
-      len = w.service.answer_check(req, seal, w.store.check(req, 1'800'000'000), w.ctx, reply);
+      len = w.service.answer_check(req, seal, w.store.check(req, 1'800'000'000),
+                                   reinterpret_cast<const sockaddr*>(&w.peer), 1'800'000'000,
+                                   w.ctx, reply);
       break;
   }
   if (len > kMaxReply || reply[kMaxReply] != 0xcd) __builtin_trap();

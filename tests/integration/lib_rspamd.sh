@@ -17,6 +17,20 @@
 # RSPAMD_PID P_NORMAL P_CTRL (set by the caller from `free_ports`).
 
 die() { echo "error: $*" >&2; echo "0 passed, 1 failed"; exit 2; }
+
+# RSPAMD_PREFIX=DIR runs another rspamd build as the client (DIR/bin/rspamd,
+# rspamc, rspamadm), e.g. a current release built from source for a manual
+# check (docs/rspamd-versions.md); CI uses Debian's 3.4 from PATH.
+if [ -n "${RSPAMD_PREFIX:-}" ]; then
+    [ -x "$RSPAMD_PREFIX/bin/rspamd" ] || die "RSPAMD_PREFIX: no $RSPAMD_PREFIX/bin/rspamd"
+    export PATH="$RSPAMD_PREFIX/bin:$PATH"
+fi
+# The client's version, "3.4" or "4.1.5": checks that differ by client epoch
+# ask client_at_least 3.10.
+RSPAMD_CLIENT_VERSION=$(rspamd --version 2>/dev/null | grep -o 'version [0-9][0-9.]*' | head -1 | cut -d' ' -f2)
+client_at_least() {  # MAJOR.MINOR
+    [ "$(printf '%s\n%s\n' "$1" "${RSPAMD_CLIENT_VERSION:-0}" | sort -V | head -1)" = "$1" ]
+}
 # shellcheck source=tests/integration/lib_rspamd_conf.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_rspamd_conf.sh"
 

@@ -251,8 +251,8 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"allow_update_keys", "read_only", "blocked", "delay", "skip_hashes",
-                             "ratelimit_rate", "weak_ids", "dynamic_keys_map", "forbidden_ids",
+  for (const char* option : {"allow_update_keys", "blocked", "skip_hashes",
+                             "ratelimit_rate", "weak_ids", "dynamic_keys_map",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
     expect_error(text, 2, "option '" + std::string(option) + "' is not supported yet");
@@ -661,6 +661,25 @@ TEST(ConfigStockWorker, strict_config_refuses_what_would_be_ignored_wherever_it_
                "(refused: strict_config = true)");
   expect_error("backend = \"noop\";\n", 1, "backend: 'noop' is not rspamd's \"redis\" or \"sqlite\"");
   expect_error("backend = [redis];\n", 1, "option 'backend' takes a single value, not an array");
+}
+
+TEST(ConfigAccessControl, read_only_forbidden_ids_and_delay_as_rspamd_writes_them) {
+  Config cfg = load_ok("read_only = true;\nforbidden_ids = [2, 3];\nforbidden_ids = \"7, 3\";\n"
+                       "delay = 1h;\ndelay_whitelist = [\"10.0.0.0/8\", \"localhost\"];\n");
+  EXPECT_TRUE(cfg.read_only);
+  EXPECT_EQ(cfg.forbidden_ids, (std::vector<uint32_t>{2, 3, 7})) << "repeatable, duplicates once";
+  EXPECT_EQ(cfg.delay_seconds, 3600u);
+  EXPECT_EQ(cfg.delay_whitelist.size(), 3u);
+  EXPECT_EQ(load_ok("forbidden_ids = 5;\n").forbidden_ids, (std::vector<uint32_t>{5}));
+  const Config none = load_ok("");
+  EXPECT_FALSE(none.read_only);
+  EXPECT_TRUE(none.forbidden_ids.empty());
+  EXPECT_EQ(none.delay_seconds, 0u) << "delay is off unless set";
+  expect_error("forbidden_ids = [1, x];\n", 1, "forbidden_ids: 'x' is not a flag");
+  expect_error("forbidden_ids = 4294967296;\n", 1, "is not a flag");
+  expect_error("delay = 0;\n", 1, "delay: must be between 1s and 366d");
+  expect_error("delay_whitelist = \"/etc/rspamd/delay.map\";\n", 1, "maps (files, URLs) are not supported yet");
+  expect_error("read_only = sometimes;\n", 1, "'sometimes' is not a boolean");
 }
 
 // TCP beside UDP (rspamd 3.14+) is io_uring's: on by default there, off by

@@ -196,5 +196,106 @@ TEST(Refresh, the_interval_follows_expire) {
   }
 }
 
+// rspamd's access controls of the fuzzy worker (issue 18): read_only,
+// forbidden_ids and delay with delay_whitelist, with rspamd's semantics.
+TEST(AccessControl, read_only_refuses_every_write_with_503_and_refreshes_nothing) {
+  test::ServiceHarness writer;
+  writer.exchange(encode(make_request(4, fuzzy::kWrite, 1, 2)));
+  Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+  c.read_only = true;
+  FuzzyService ro(writer.store, c, writer.sealer);
+  uint8_t reply[kMaxReply];
+  size_t len = 0;
+  fuzzy::Request req;
+  ReplySeal seal;
+  for (uint8_t cmd : {uint8_t(fuzzy::kWrite), uint8_t(fuzzy::kDel), uint8_t(9)}) {
+    const std::vector<uint8_t> w = encode(make_request(4, cmd, 1, 2));
+    ASSERT_EQ(ro.accept(w.data(), w.size(), reinterpret_cast<sockaddr*>(&writer.peer), writer.ctx, req, seal,
+                        reply, len),
+              FuzzyService::Disposition::reply);
+    EXPECT_EQ(load_le32(reply), 503u) << "cmd " << int(cmd) << ", even from allow_update";
+  }
+  EXPECT_EQ(writer.ctx.stats.read_only_refused.get(), 3u);
+  const std::vector<uint8_t> chk = encode(make_request(4));
+  ASSERT_EQ(ro.accept(chk.data(), chk.size(), reinterpret_cast<sockaddr*>(&writer.peer), writer.ctx, req, seal,
+                      reply, len),
+            FuzzyService::Disposition::check) << "reads go on";
+  EXPECT_FALSE(ro.wants_refresh(writer.store.check(make_request(4), writer.now + 100), writer.now + 100));
+  EXPECT_EQ(writer.store.stored_hashes(), 1u);
+}
+
+TEST(AccessControl, forbidden_flags_are_dropped_and_the_next_flag_answers) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(9, fuzzy::kWrite, 1, 3)));
+  h.exchange(encode(make_request(9, fuzzy::kWrite, 2, 9)));  // flag 2 answers: the larger value
+  h.exchange(encode(make_request(8, fuzzy::kWrite, 2, 5)));  // flag 2 only
+  Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+  c.forbidden_ids = {2};
+  FuzzyService svc(h.store, c, h.sealer);
+  auto answer = [&](uint64_t seed, uint8_t version) {
+    fuzzy::Request q = make_request(seed);
+    q.version = version;
+    const std::vector<uint8_t> wire = encode(q);
+    fuzzy::Request req;
+    ReplySeal seal;
+    uint8_t reply[kMaxReply];
+    size_t len = 0;
+    EXPECT_EQ(svc.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply,
+                         len),
+              FuzzyService::Disposition::check);
+    len = svc.answer_check(req, seal, h.store.check(req, h.now), reinterpret_cast<sockaddr*>(&h.peer), h.now,
+                           h.ctx, reply);
+    return std::vector<uint8_t>(reply, reply + len);
+  };
+  std::vector<uint8_t> r = answer(9, 0x14);  // 144 bytes: flag 2 dropped, flag 1 promoted
+  ASSERT_EQ(r.size(), 144u);
+  EXPECT_EQ(load_le32(r.data() + 4), 1u);
+  EXPECT_EQ(load_le32(r.data()), 3u);
+  EXPECT_EQ(load_le_f32(r.data() + 12), 1.0f);
+  EXPECT_EQ(r[84], 0u) << "no extra flag left";
+  r = answer(9, 4);  // 96 bytes: its one flag (2) is forbidden: a miss
+  ASSERT_EQ(r.size(), 96u);
+  EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f);
+  EXPECT_EQ(load_le32(r.data()), 0u);
+  EXPECT_EQ(load_le32(r.data() + 4), 0u);
+  r = answer(8, 0x14);  // nothing left at all: a miss in any layout
+  EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f);
+  EXPECT_EQ(h.ctx.stats.forbidden_hidden.get(), 2u);
+}
+
+TEST(AccessControl, delay_hides_young_records_except_from_the_whitelist) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(5, fuzzy::kWrite, 3, 7)));  // created at h.now
+  Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+  c.delay_seconds = 100;
+  Network other;
+  std::string err;
+  parse_network("10.9.9.9", other, err);
+  c.delay_whitelist = {other};
+  FuzzyService svc(h.store, c, h.sealer);
+  auto answer = [&](uint32_t at, const char* from) {
+    sockaddr_in peer = h.peer;
+    inet_pton(AF_INET, from, &peer.sin_addr);
+    const std::vector<uint8_t> wire = encode(make_request(5));
+    fuzzy::Request req;
+    ReplySeal seal;
+    uint8_t reply[kMaxReply];
+    size_t len = 0;
+    svc.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), h.ctx, req, seal, reply, len);
+    len = svc.answer_check(req, seal, h.store.check(req, at), reinterpret_cast<sockaddr*>(&peer), at, h.ctx, reply);
+    return std::vector<uint8_t>(reply, reply + len);
+  };
+  std::vector<uint8_t> r = answer(h.now + 99, "127.0.0.1");
+  EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f) << "younger than delay: a miss";
+  EXPECT_EQ(load_le32(r.data()), 0u);
+  EXPECT_EQ(load_le32(r.data() + 4), 3u) << "the flag kept, as rspamd keeps it";
+  EXPECT_EQ(load_le32(r.data() + 80), 0u) << "ts 0";
+  r = answer(h.now + 151, "127.0.0.1");
+  EXPECT_EQ(load_le_f32(r.data() + 12), 1.0f) << "older than delay and half of it: a hit";
+  r = answer(h.now + 1, "10.9.9.9");
+  EXPECT_EQ(load_le_f32(r.data() + 12), 1.0f) << "whitelisted: a hit at once";
+  EXPECT_EQ(h.ctx.stats.delayed.get(), 1u);
+}
+
 }  // namespace
 }  // namespace shingled

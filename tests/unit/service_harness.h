@@ -56,7 +56,8 @@ struct ServiceHarness {
       case FuzzyService::Disposition::reply:
         break;
       case FuzzyService::Disposition::check:
-        len = service.answer_check(req, seal, store.check(req, now), ctx, reply);
+        len = service.answer_check(req, seal, store.check(req, now), reinterpret_cast<sockaddr*>(&peer),
+                                   now, ctx, reply);
         break;
     }
     return {reply, reply + len};
