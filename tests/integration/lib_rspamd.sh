@@ -28,6 +28,7 @@ fi
 # The client's version, "3.4" or "4.1.5": checks that differ by client epoch
 # ask client_at_least 3.10.
 RSPAMD_CLIENT_VERSION=$(rspamd --version 2>/dev/null | grep -o 'version [0-9][0-9.]*' | head -1 | cut -d' ' -f2)
+export RSPAMD_CLIENT_VERSION
 client_at_least() {  # MAJOR.MINOR
     [ "$(printf '%s\n%s\n' "$1" "${RSPAMD_CLIENT_VERSION:-0}" | sort -V | head -1)" = "$1" ]
 }
@@ -270,7 +271,10 @@ def is_bound(port):
 
 def load(path):
     with open(path, 'rb') as fh:
-        return json.loads(fh.read().decode('utf-8', 'replace'))
+        text = fh.read().decode('utf-8', 'replace')
+    # rspamc 4.x prints bare `nan` in its timing arrays, which is not JSON
+    text = re.sub(r'(?<=[\[,:\s])-?nan(?=[\s,\]}])', 'NaN', text)
+    return json.loads(text)
 
 def syms(path):
     """rspamc --json symbols output -> one line per FUZZY_* symbol: NAME SCORE OPT|OPT"""
@@ -319,11 +323,20 @@ def score(weight, value, prob, max_score=100.0):
     print('%.4f' % (float(weight) * math.tanh(math.e * float(value) / float(max_score)) * math.sqrt(float(prob))))
     return 0
 
+def client_at_least(want):
+    have = [int(x) for x in (os.environ.get('RSPAMD_CLIENT_VERSION') or '0').split('.') if x.isdigit()]
+    return have >= [int(x) for x in want.split('.')]
+
 def scoreok(score_, weight, value, prob, tol='0.011'):
     """Does SCORE fit stored VALUE at the (2-decimal) option PROB? Compares the prob implied by
-    the score, (score / (weight * tanh(e * value / 100)))^2, with PROB."""
+    the score with PROB. A client up to 4.1.2 scores weight * tanh(e * value / 100) * sqrt(prob);
+    from 4.1.3 it scales by (prob - 0.5) / 0.5 instead (its rule's prob_bias and prob_power at
+    their defaults)."""
     f = float(weight) * math.tanh(math.e * float(value) / 100.0)
-    implied = (float(score_) / f) ** 2
+    if client_at_least('4.1.3'):
+        implied = 0.5 + 0.5 * float(score_) / f
+    else:
+        implied = (float(score_) / f) ** 2
     return 0 if abs(implied - float(prob)) <= float(tol) else 1
 
 def fcmp(a, op, b, tol='0.01'):
