@@ -388,6 +388,10 @@ def relay(lport, tport, log):
     back = {}  # upstream fd -> client addr
     last_enc = {}  # client addr -> was its last request encrypted
     out = open(log, 'a', buffering=1)
+    # CAPTURE_DIR (a manual run): every datagram both ways, in hex, for vector files
+    cap = None
+    if os.environ.get('CAPTURE_DIR'):
+        cap = open(os.path.join(os.environ['CAPTURE_DIR'], os.path.basename(log) + '.hex'), 'a', buffering=1)
     t0 = time.time()
     while True:
         r, _, _ = select.select([lsock] + list(ups.values()), [], [], 1.0)
@@ -401,6 +405,8 @@ def relay(lport, tport, log):
                     ups[addr] = up; back[up.fileno()] = addr
                 last_enc[addr] = data[:4] == b'rsfe'
                 out.write('%7.3f %s:%d -> %s\n' % (time.time() - t0, addr[0], addr[1], decode_req(data)))
+                if cap:
+                    cap.write('request %s\n' % data.hex())
                 try:
                     up.send(data)
                 except OSError as e:
@@ -413,6 +419,8 @@ def relay(lport, tport, log):
                 addr = back[s.fileno()]
                 out.write('%7.3f %s:%d <- %s\n' % (time.time() - t0, addr[0], addr[1],
                                                    decode_rep(data, last_enc.get(addr, False))))
+                if cap:
+                    cap.write('reply %s\n' % data.hex())
                 lsock.sendto(data, addr)
 
 def traceck(log, want, keyid=''):
@@ -787,6 +795,9 @@ expect_stat() {
     STAT_GOT=$got
     if [ "$got" = "$want" ]; then
         pass "$name" "rspamc stat: fuzzy hashes in \"$rule\" = $got"
+    elif [ "$MODE" = rspamd ] && [ "$want" = 0 ] && [ "$got" = missing ]; then
+        # rspamd's storage answers an empty STAT with prob 0, which its client does not show
+        deviation "$name" "rspamc stat shows no line for rule \"$rule\" (an empty storage)"
     else
         fail "$name" "rspamc stat: expected $want fuzzy hashes for rule \"$rule\", got $got"
     fi

@@ -88,6 +88,8 @@ done
 [ -n "$MODE" ] || { usage >&2; die "choose --shingled PATH, --rspamd-fuzzy or --server-cmd CMD"; }
 if [ -z "$REFUSAL_CODE" ]; then
     REFUSAL_CODE=403
+    # rspamd's own storage answers as its version does (docs/rspamd-versions.md)
+    [ "$MODE" = rspamd ] && client_at_least 3.10 && REFUSAL_CODE=503
     # shingled's default codes are current rspamd's, unless the extra config asks for 3.4's
     [ "$MODE" = shingled ] && ! [[ "$SHINGLED_CONF_EXTRA" =~ reply_codes\ *=\ *\"legacy\" ]] && REFUSAL_CODE=503
 fi
