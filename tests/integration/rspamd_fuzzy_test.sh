@@ -124,12 +124,21 @@ if [ "$TRACE" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- rspamd (client side)
+# FUZZY_TCP=1 (a client of 3.14 or later, without --trace: the relay is UDP only) makes both
+# rules talk TCP to the servers, as rspamd's `tcp = true` does.
+RULE_TCP=""
+if [ "${FUZZY_TCP:-0}" = 1 ]; then
+    client_at_least 3.14 || die "FUZZY_TCP needs an rspamd client of 3.14 or later (RSPAMD_PREFIX)"
+    [ $TRACE = 0 ] || die "FUZZY_TCP and --trace do not mix: the relay is UDP only"
+    RULE_TCP="tcp = true;"
+fi
 RSPAMD_SYMBOLS='    FUZZY_DENIED_TEST { weight = 10.0; description = "fuzzy flag 1 (server under test)"; }
     FUZZY_WHITE_TEST { weight = -5.0; description = "fuzzy flag 2 (server under test)"; }
     FUZZY_REFUSE_TEST { weight = 1.0; description = "fuzzy flag 3 (server refusing writes)"; }'
 RSPAMD_RULES="  rule \"test\" {
     servers = \"127.0.0.1:$RULE_PORT_MAIN\";
     read_only = false;
+    $RULE_TCP
     max_score = 100.0;
     mime_types = [\"*\"];
     short_text_direct_hash = true;
@@ -143,6 +152,7 @@ RSPAMD_RULES="  rule \"test\" {
   rule \"refuse\" {
     servers = \"127.0.0.1:$RULE_PORT_REFUSE\";
     read_only = false;
+    $RULE_TCP
     max_score = 100.0;
     mime_types = [\"*\"];
     short_text_direct_hash = true;
@@ -294,6 +304,11 @@ PY
         pass stats_per_flag_key_network "flags $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["flags"])' "$main_json"); unkeyed $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["unkeyed"])' "$main_json")"
     else
         fail stats_per_flag_key_network "expected flag 1: 2 writes, >= 3 hits; flag 2: 1 write; unkeyed: 3 writes, no errors; 127.0.0.0/24 on top: $(echo "$main_json" | head -c 1500)"
+    fi
+    if [ "${FUZZY_TCP:-0}" = 1 ]; then
+        frames=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["totals"]["tcp_frames"])' "$main_json" 2>/dev/null)
+        if [ "${frames:-0}" -gt 0 ]; then pass rules_talk_tcp "$frames frames received over TCP"
+        else fail rules_talk_tcp "FUZZY_TCP=1 but the server received no TCP frame"; fi
     fi
     refuse_json=$("$SHINGLECTL" --socket "$TMP/srv-refuse/ctl.sock" stats --json 2>&1)
     if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["unkeyed"]["errors"] >= 3 and d["top_networks"]["by_errors"][0]["network"] == "127.0.0.0/24"' "$refuse_json" 2>/dev/null; then
