@@ -190,12 +190,23 @@ if [ $SHKEY = 1 ]; then wait_server shkey "$P_SHKEY" || finish; fi
 if [ $NOW = 1 ]; then wait_server enconly_now "$P_ENCNOW" || finish; fi
 
 # one logging relay per rule, so each rule's traffic can be inspected separately
-start_relay "$P_R_ENC" "$P_ENC" enc
-start_relay "$P_R_ENCPLAIN" "$P_ENC" enc_plain
-start_relay "$P_R_ENCONLY" "$P_ENCONLY" enconly
-start_relay "$P_R_ENCONLYPLAIN" "$P_ENCONLY" enconly_plain
-[ $SHKEY = 1 ] && start_relay "$P_R_SHKEY" "$P_SHKEY" shkey
-[ $NOW = 1 ] && start_relay "$P_R_ENCNOWPLAIN" "$P_ENCNOW" enconly_now_plain
+# FUZZY_TCP=1 (a client of 3.14 or later, shingled only): every rule talks TCP (`tcp = true`)
+# straight to its server; the relays are UDP only, so the wire checks are left out.
+RULE_TCP=""
+if [ "${FUZZY_TCP:-0}" = 1 ]; then
+    client_at_least 3.14 || die "FUZZY_TCP needs an rspamd client of 3.14 or later (RSPAMD_PREFIX)"
+    [ "$MODE" = shingled ] || die "FUZZY_TCP: rspamd's own storage is run on UDP only here"
+    RULE_TCP="tcp = true;"
+    P_R_ENC=$P_ENC; P_R_ENCPLAIN=$P_ENC; P_R_ENCONLY=$P_ENCONLY; P_R_ENCONLYPLAIN=$P_ENCONLY
+    P_R_SHKEY=$P_SHKEY; P_R_ENCNOWPLAIN=$P_ENCNOW
+else
+    start_relay "$P_R_ENC" "$P_ENC" enc
+    start_relay "$P_R_ENCPLAIN" "$P_ENC" enc_plain
+    start_relay "$P_R_ENCONLY" "$P_ENCONLY" enconly
+    start_relay "$P_R_ENCONLYPLAIN" "$P_ENCONLY" enconly_plain
+    [ $SHKEY = 1 ] && start_relay "$P_R_SHKEY" "$P_SHKEY" shkey
+    [ $NOW = 1 ] && start_relay "$P_R_ENCNOWPLAIN" "$P_ENCNOW" enconly_now_plain
+fi
 
 # ---------------------------------------------------------------- rspamd (client side)
 RSPAMD_SYMBOLS='    FUZZY_ENC { weight = 10.0; description = "flag 1: encrypted rule -> enc"; }
@@ -208,6 +219,7 @@ rule() {  # name port read_only encryption_key(or "") symbol flag
     echo "  rule \"$1\" {"
     echo "    servers = \"127.0.0.1:$2\";"
     echo "    read_only = $3;"
+    [ -n "$RULE_TCP" ] && echo "    $RULE_TCP"
     [ -n "$4" ] && echo "    encryption_key = \"$4\";"
     echo "    max_score = 100.0;"
     echo "    mime_types = [\"*\"];"
@@ -304,6 +316,7 @@ expect_stored() {
 # expect_trace CHECKNAME RELAY enc|plain [KEYID]
 expect_trace() {
     local out
+    if [ -n "$RULE_TCP" ]; then note "skipped: $1 (FUZZY_TCP: no relay on the way)"; return 0; fi
     if out=$(py traceck "$TMP/trace-$2.log" "$3" "${4:-}"); then
         pass "$1" "rule $2: $out"
     else
@@ -400,7 +413,7 @@ expect_hits plain_write_not_stored_msg4 msg4.eml ""
 # rspamd 4.1.5+ appends extension records, sender facts (type 0x80) among them, to encrypted
 # requests for mail from a non-local address without authentication: shingled must answer
 # them as the same request without (storages up to 4.1.4 dropped them).
-if client_at_least 4.1.5 && [ "$MODE" = shingled ]; then
+if client_at_least 4.1.5 && [ "$MODE" = shingled ] && [ -z "$RULE_TCP" ]; then
     before=$(grep -c 'encrypted' "$TMP/trace-enc.log" 2>/dev/null || echo 0)
     f="$TMP/scan-ext.json"
     rc "$f" -h "127.0.0.1:$P_NORMAL" --json --ip 192.0.2.10 --from sender@example.org symbols "$TMP/mail/msg1.eml"
@@ -513,4 +526,15 @@ else
 fi
 
 check_alive
+
+# FUZZY_TCP: the requests above did come over TCP, sealed and plain alike.
+if [ -n "$RULE_TCP" ] && [ -n "$SHINGLECTL" ]; then
+    for srv in enc enconly; do
+        frames=$(timeout 10 "$SHINGLECTL" --socket "$TMP/srv-$srv/ctl.sock" stats --json 2>/dev/null |
+                 python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["totals"]["tcp_frames"], d["totals"]["encrypted_requests"])' 2>/dev/null)
+        if [ "${frames%% *}" -gt 0 ] 2>/dev/null; then pass "rules_talk_tcp_$srv" "frames, encrypted requests: $frames"
+        else fail "rules_talk_tcp_$srv" "FUZZY_TCP=1 but '$srv' received no TCP frame ($frames)"; fi
+    done
+fi
+
 finish
