@@ -380,10 +380,41 @@ def decode_rep(b, enc=False):
         s += ' digest=%s ts=%d' % (b[16:24].hex(), struct.unpack('<I', b[80:84])[0])
     return s
 
+class TcpPipe:
+    """One relayed TCP connection (rspamd 3.14+ framing): bytes pass through as they come;
+    each whole frame is logged (and captured) once it has passed."""
+    def __init__(self, client, tport):
+        self.client = client
+        self.up = socket.create_connection(('127.0.0.1', int(tport)))
+        self.buf = {client.fileno(): b'', self.up.fileno(): b''}
+
+    def pump(self, s, out, cap, t0):
+        data = s.recv(65536)
+        if not data:
+            return False
+        to_server = s is self.client
+        (self.up if to_server else self.client).sendall(data)
+        b = self.buf[s.fileno()] + data
+        while len(b) >= 2 and len(b) >= 2 + struct.unpack('<H', b[:2])[0]:
+            n = struct.unpack('<H', b[:2])[0]
+            frame, b = b[2:2 + n], b[2 + n:]
+            out.write('%7.3f tcp %s %s\n' % (time.time() - t0, '->' if to_server else '<-',
+                                             decode_req(frame) if to_server else decode_rep(frame, False)))
+            if cap:
+                cap.write('%s %s tcp\n' % ('request' if to_server else 'reply', frame.hex()))
+        self.buf[s.fileno()] = b
+        return True
+
 def relay(lport, tport, log):
-    """UDP relay 127.0.0.1:lport -> 127.0.0.1:tport that logs every datagram."""
+    """Relay 127.0.0.1:lport -> 127.0.0.1:tport that logs every datagram, and every frame of
+    the TCP connections made to the same port."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     lsock.bind(('127.0.0.1', int(lport)))
+    tsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tsock.bind(('127.0.0.1', int(lport)))
+    tsock.listen(16)
+    pipes = {}  # fd -> TcpPipe, both ends
     ups = {}   # client addr -> upstream socket
     back = {}  # upstream fd -> client addr
     last_enc = {}  # client addr -> was its last request encrypted
@@ -394,8 +425,28 @@ def relay(lport, tport, log):
         cap = open(os.path.join(os.environ['CAPTURE_DIR'], os.path.basename(log) + '.hex'), 'a', buffering=1)
     t0 = time.time()
     while True:
-        r, _, _ = select.select([lsock] + list(ups.values()), [], [], 1.0)
+        socks = {p.client.fileno(): p.client for p in pipes.values()}
+        socks.update({p.up.fileno(): p.up for p in pipes.values()})
+        r, _, _ = select.select([lsock, tsock] + list(ups.values()) + list(socks.values()), [], [], 1.0)
         for s in r:
+            if s is tsock:
+                c, _ = tsock.accept()
+                try:
+                    p = TcpPipe(c, tport)
+                except OSError as e:
+                    out.write('        tcp upstream error %s\n' % e); c.close(); continue
+                pipes[c.fileno()] = p; pipes[p.up.fileno()] = p
+                continue
+            if s.fileno() in pipes:
+                p = pipes[s.fileno()]
+                try:
+                    alive = p.pump(s, out, cap, t0)
+                except OSError:
+                    alive = False
+                if not alive:
+                    for end in (p.client, p.up):
+                        pipes.pop(end.fileno(), None); end.close()
+                continue
             if s is lsock:
                 data, addr = lsock.recvfrom(4096)
                 up = ups.get(addr)

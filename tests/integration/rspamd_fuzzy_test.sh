@@ -124,12 +124,11 @@ if [ "$TRACE" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- rspamd (client side)
-# FUZZY_TCP=1 (a client of 3.14 or later, without --trace: the relay is UDP only) makes both
-# rules talk TCP to the servers, as rspamd's `tcp = true` does.
+# FUZZY_TCP=1 (a client of 3.14 or later) makes both rules talk TCP to the servers, as
+# rspamd's `tcp = true` does (through the relays with --trace, which pass TCP on too).
 RULE_TCP=""
 if [ "${FUZZY_TCP:-0}" = 1 ]; then
     client_at_least 3.14 || die "FUZZY_TCP needs an rspamd client of 3.14 or later (RSPAMD_PREFIX)"
-    [ $TRACE = 0 ] || die "FUZZY_TCP and --trace do not mix: the relay is UDP only"
     RULE_TCP="tcp = true;"
 fi
 RSPAMD_SYMBOLS='    FUZZY_DENIED_TEST { weight = 10.0; description = "fuzzy flag 1 (server under test)"; }

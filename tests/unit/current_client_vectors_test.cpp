@@ -36,6 +36,15 @@ namespace {
 
 using Pairs = std::vector<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>;
 
+// Requests the file marks as sent over TCP (a frame's payload each).
+size_t tcp_requests(const std::string& name) {
+  std::ifstream in(std::string(SHINGLED_SOURCE_DIR) + "/tests/vectors/rspamd-4.1.5/" + name);
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) n += line.rfind("request ", 0) == 0 && line.size() > 4 && line.substr(line.size() - 4) == " tcp";
+  return n;
+}
+
 std::vector<uint8_t> from_hex(const std::string& hex) {
   std::vector<uint8_t> out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(uint8_t(std::stoul(hex.substr(i, 2), nullptr, 16)));
@@ -95,9 +104,11 @@ void expect_same_answer(const std::vector<uint8_t>& request, const std::vector<u
   EXPECT_EQ(0, std::memcmp(got.data() + 88, want.data() + 88, size_t(want[84]) * 8)) << "the extra flags";
 }
 
-TEST(CurrentClientSession, a_plain_session_of_rspamd_4_1_5_is_answered_as_its_own_storage_does) {
+// The same checks for a session over UDP and one mostly over TCP (its frames'
+// payloads are the requests a datagram would carry).
+void replay_session(const std::string& name) {
   test::ServiceHarness h;
-  const Pairs session = read_session("udp-plain-session.txt");
+  const Pairs session = read_session(name);
   ASSERT_GE(session.size(), 30u);
   size_t hits = 0, other_record = 0;
   for (size_t i = 0; i < session.size(); ++i) {
@@ -113,10 +124,19 @@ TEST(CurrentClientSession, a_plain_session_of_rspamd_4_1_5_is_answered_as_its_ow
   EXPECT_EQ(h.store.stored_hashes(), 1u) << "three written, two deleted";
 }
 
-TEST(CurrentClientSession, writes_from_outside_allow_update_get_rspamd_4_1_5s_refusal) {
+TEST(CurrentClientSession, a_plain_session_of_rspamd_4_1_5_is_answered_as_its_own_storage_does) {
+  replay_session("udp-plain-session.txt");
+}
+
+TEST(CurrentClientSession, a_session_over_tcp_is_answered_as_its_own_storage_does) {
+  EXPECT_GE(tcp_requests("tcp-plain-session.txt"), 20u) << "the capture is mostly TCP";
+  replay_session("tcp-plain-session.txt");
+}
+
+void replay_refusals(const std::string& name) {
   test::ServiceHarness h;
   inet_pton(AF_INET, "127.0.0.2", &h.peer.sin_addr);  // the capture's storage allowed 127.0.0.2 only
-  const Pairs session = read_session("udp-plain-refused.txt");
+  const Pairs session = read_session(name);
   ASSERT_GE(session.size(), 10u);
   size_t refused = 0;
   for (size_t i = 0; i < session.size(); ++i) {
@@ -135,6 +155,11 @@ TEST(CurrentClientSession, writes_from_outside_allow_update_get_rspamd_4_1_5s_re
   }
   EXPECT_GE(refused, 1u);
   EXPECT_EQ(h.store.stored_hashes(), 0u);
+}
+
+TEST(CurrentClientSession, writes_from_outside_allow_update_get_rspamd_4_1_5s_refusal) {
+  replay_refusals("udp-plain-refused.txt");
+  replay_refusals("tcp-plain-refused.txt");
 }
 
 }  // namespace
