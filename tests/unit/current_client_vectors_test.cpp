@@ -30,6 +30,8 @@
 
 #include "common/little_endian.h"
 #include "service_harness.h"
+#include "wire/cryptobox.h"
+#include "wire/keypair_text.h"
 
 namespace shingled {
 namespace {
@@ -160,6 +162,80 @@ void replay_refusals(const std::string& name) {
 TEST(CurrentClientSession, writes_from_outside_allow_update_get_rspamd_4_1_5s_refusal) {
   replay_refusals("udp-plain-refused.txt");
   replay_refusals("tcp-plain-refused.txt");
+}
+
+// An encrypted session: the requests are sealed to the keypair the file
+// names. Each reply, rspamd's and shingled's, is opened with the shared key
+// of the server's secret and the request's client key, and the plaintexts
+// are compared as above; replies are paired with requests by the tag inside.
+TEST(CurrentClientSession, an_encrypted_session_of_rspamd_4_1_5_opens_to_what_its_storage_answered) {
+  std::ifstream in(std::string(SHINGLED_SOURCE_DIR) + "/tests/vectors/rspamd-4.1.5/udp-encrypted-session.txt");
+  ASSERT_TRUE(in.good());
+  std::string line, pub, priv;
+  std::vector<std::vector<uint8_t>> requests, replies;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kind, value;
+    words >> kind >> value;
+    if (kind == "pubkey") pub = value;
+    if (kind == "privkey") priv = value;
+    if (kind == "request") requests.push_back(from_hex(value));
+    if (kind == "reply") replies.push_back(from_hex(value));
+  }
+  Keypair kp;
+  std::string why;
+  ASSERT_TRUE(decode_keypair(pub, priv, "base32", kp, why)) << why;
+  test::ServiceHarness h({kp});
+  // The shared key of a request's client, and a reply opened with it.
+  auto shared_key = [&](const std::vector<uint8_t>& request, uint8_t nm[crypto::kKeySize]) {
+    crypto::EncryptedRequestHeader hdr;
+    return crypto::parse_encrypted_request(request.data(), request.size(), hdr) &&
+           crypto::derive_shared_key(kp.secret_key, hdr.client_pk, nm);
+  };
+  auto open = [](const std::vector<uint8_t>& wire, const uint8_t* nm) {
+    std::vector<uint8_t> body(wire.begin() + crypto::kReplyHeaderSize, wire.end());
+    if (!crypto::open_in_place(nm, wire.data(), wire.data() + crypto::kNonceSize, body.data(), body.size())) return std::vector<uint8_t>{};
+    return body;
+  };
+  // rspamd's replies, opened with every client key seen, by tag.
+  std::vector<std::vector<uint8_t>> opened;
+  for (const auto& r : replies) {
+    std::vector<uint8_t> plain;
+    for (const auto& q : requests) {
+      uint8_t nm[crypto::kKeySize];
+      if (shared_key(q, nm) && !(plain = open(r, nm)).empty()) break;
+    }
+    ASSERT_FALSE(plain.empty()) << "a captured reply opens with the key of one of the requests";
+    opened.push_back(plain);
+  }
+  size_t compared = 0, encrypted = 0, hits = 0, other_record = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::vector<uint8_t>& q = requests[i];
+    uint8_t nm[crypto::kKeySize];
+    ASSERT_TRUE(shared_key(q, nm)) << "request " << i << " is sealed";
+    ++encrypted;
+    std::vector<uint8_t> plain_request(q.begin() + crypto::kRequestHeaderSize, q.end());
+    const std::vector<uint8_t> got_wire = h.exchange(q);
+    ASSERT_FALSE(got_wire.empty()) << "request " << i;
+    const std::vector<uint8_t> got = open(got_wire, nm);
+    ASSERT_FALSE(got.empty()) << "shingled's reply opens with the client's key";
+    // The request's tag, from its plaintext (the reply carries it too).
+    std::vector<uint8_t> request_plain = plain_request;
+    ASSERT_TRUE(crypto::open_in_place(nm, q.data() + 44, q.data() + 68, request_plain.data(), request_plain.size()));
+    const uint32_t tag = load_le32(request_plain.data() + 8);
+    const std::vector<uint8_t>* want = nullptr;
+    for (const auto& o : opened) {
+      if (load_le32(o.data() + 8) == tag) want = &o;
+    }
+    ASSERT_NE(want, nullptr) << "request " << i << ": rspamd's reply";
+    expect_same_answer(request_plain, got, *want, h.now, i, &other_record);
+    hits += request_plain[1] == fuzzy::kCheck && prob_of(*want) > 0.5f;
+    ++compared;
+  }
+  EXPECT_GE(compared, 20u);
+  EXPECT_EQ(encrypted, compared);
+  EXPECT_EQ(hits, 4u) << "the capture's exact and near hits on the encrypted rule";
+  EXPECT_LE(other_record, 2u);
 }
 
 }  // namespace
