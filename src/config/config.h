@@ -60,6 +60,8 @@ struct Config {
   std::vector<uint32_t> forbidden_ids;  // flags never shown in a CHECK's answer
   uint64_t delay_seconds = 0;           // hits younger than this (+ up to half) answer as misses; 0 = off
   std::vector<Network> delay_whitelist; // sources that see hits at once
+  std::vector<Network> blocked;         // sources whose requests are dropped unread
+  std::vector<std::string> skip_hashes; // digests (raw 64 bytes) answered 401, never stored or hit
   // TCP beside UDP on every bind_socket (rspamd 3.14+), io = uring only.
   bool tcp = false;
   uint64_t tcp_timeout_seconds = 0;   // a connection idle this long is closed

@@ -130,6 +130,45 @@ bool apply_delay_whitelist(const UclNode& m, OptionParser& p) {
   return apply_networks(m, p, p.config().delay_whitelist);
 }
 
+bool apply_blocked(const UclNode& m, OptionParser& p) { return apply_networks(m, p, p.config().blocked); }
+
+// skip_hashes: digests of 128 hex digits (as rspamd logs them), a list in
+// a string or an array; repeatable.
+bool apply_skip_hashes(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  std::vector<std::string>& digests = p.config().skip_hashes;
+  if (p.first_setting()) digests.clear();
+  for (const UclNode* item : items) {
+    if (item->text.find("://") != std::string::npos || (!item->text.empty() && item->text[0] == '/')) {
+      return p.fail(item->line, "skip_hashes: '" + item->text +
+                                    "': maps (files, URLs) are not supported yet; list the digests inline");
+    }
+    for (const std::string& entry : split_inline_list(item->text)) {
+      auto nibble = [](char ch) {
+        if (ch >= '0' && ch <= '9') return ch - '0';
+        if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+        if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+        return -1;
+      };
+      std::string raw;
+      bool hex = entry.size() == 128;
+      for (size_t i = 0; hex && i < entry.size(); i += 2) {
+        const int hi = nibble(entry[i]), lo = nibble(entry[i + 1]);
+        hex = hi >= 0 && lo >= 0;
+        if (hex) raw.push_back(char(hi << 4 | lo));
+      }
+      if (!hex) {
+        return p.fail(item->line, "skip_hashes: '" + entry.substr(0, 40) +
+                                      (entry.size() > 40 ? "...'" : "'") + " is not a digest of 128 hex digits");
+      }
+      if (digests.size() >= 100000) return p.fail(item->line, "skip_hashes: more than 100000 digests");
+      digests.push_back(raw);
+    }
+  }
+  return true;
+}
+
 // forbidden_ids: flags, as a number, a list in a string or an array.
 bool apply_forbidden_ids(const UclNode& m, OptionParser& p) {
   std::vector<const UclNode*> items;
@@ -331,6 +370,12 @@ std::string show_allow_update(const Config& c) {
 std::string show_delay_whitelist(const Config& c) {
   return joined(c.delay_whitelist, [](const Network& n) { return n.text; }, "(none)");
 }
+std::string show_blocked(const Config& c) {
+  return joined(c.blocked, [](const Network& n) { return n.text; }, "(none)");
+}
+std::string show_skip_hashes(const Config& c) {
+  return c.skip_hashes.empty() ? "(none)" : std::to_string(c.skip_hashes.size()) + " digest(s)";
+}
 std::string show_forbidden_ids(const Config& c) {
   return joined(c.forbidden_ids, [](uint32_t f) { return std::to_string(f); }, "(none)");
 }
@@ -444,6 +489,13 @@ const OptionRow kRows[] = {
      "flags a CHECK never answers with: dropped from multi-flag replies (the next flag "
      "answers), a 96- or 16-byte reply of such a flag answers as a miss",
      {}, apply_forbidden_ids, show_forbidden_ids, true},
+    {"blocked", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
+     "sources (addresses, networks, inline) whose fuzzy requests are dropped unread and counted",
+     {}, apply_blocked, show_blocked, true},
+    {"skip_hashes", {}, OptionKind::words, 0, 0, nullptr, "(none)",
+     "digests (128 hex digits, inline) never learned or matched: a WRITE of one, or a CHECK that "
+     "finds one, is answered 401",
+     {}, apply_skip_hashes, show_skip_hashes, true},
     {"delay", {}, OptionKind::duration, 1, 366 * 86400, nullptr, "(off)",
      "hits on records created less than this (plus up to half of it, at random) ago answer "
      "as misses, so a freshly poisoned hash cannot hurt at once",
@@ -555,8 +607,6 @@ const ForeignOption kForeignOptions[] = {
     {"updates_maxfail", false,
      "a failed sync is retried until it commits and nothing is discarded (docs/persistence.md)"},
     {"allow_update_keys", false, kAccessControl},
-    {"blocked", false, kAccessControl},
-    {"skip_hashes", false, kAccessControl},
     {"weak_ids", false, kAccessControl},
     {"dynamic_keys_map", false, kAccessControl},
     {"count", false, "rspamd's process count"},

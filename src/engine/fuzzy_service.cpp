@@ -26,7 +26,17 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
       read_only_(config.read_only),
       forbidden_ids_(config.forbidden_ids),
       delay_seconds_(uint32_t(std::min<uint64_t>(config.delay_seconds, UINT32_MAX / 2))),
-      delay_whitelist_(config.delay_whitelist) {}
+      delay_whitelist_(config.delay_whitelist),
+      blocked_(config.blocked),
+      skip_hashes_(config.skip_hashes) {
+  std::sort(skip_hashes_.begin(), skip_hashes_.end());
+}
+
+bool FuzzyService::skipped(const uint8_t* digest) const {
+  if (skip_hashes_.empty()) return false;
+  return std::binary_search(skip_hashes_.begin(), skip_hashes_.end(),
+                            std::string(reinterpret_cast<const char*>(digest), fuzzy::kDigestSize));
+}
 
 bool FuzzyService::forbidden(uint32_t flag) const {
   return std::find(forbidden_ids_.begin(), forbidden_ids_.end(), flag) != forbidden_ids_.end();
@@ -98,6 +108,13 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   WorkerStats& stats = ctx.stats;
   reply_len = 0;
   seal.encrypted = false;
+  // A blocked source is dropped before anything of its request is read, as
+  // rspamd 4.1.3+ drops it (on TCP rspamd closes the connection at accept;
+  // here its frames are dropped one by one).
+  if (!blocked_.empty() && any_network_contains(blocked_, peer)) {
+    stats.blocked.add();
+    return Disposition::drop;
+  }
   // rspamd reads (and so decrypts) at most the first 1024 bytes (spec 1).
   if (len > fuzzy::kMaxRead) len = fuzzy::kMaxRead;
   uint8_t plain[fuzzy::kMaxRead];
@@ -172,6 +189,13 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
     return Disposition::reply;
   }
+  // A digest in skip_hashes is never learned: 401, as rspamd (WRITE only).
+  if (req.cmd == fuzzy::kWrite && skipped(req.digest)) {
+    stats.skipped.add();
+    stats.key_errors[key].add();
+    reply_len = encode(req, seal, refusal(req, fuzzy::kResultSkipped), ctx, reply);
+    return Disposition::reply;
+  }
   if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) return Disposition::update;
 
   // Codes rspamd 3.4 sends down the update path and acknowledges (spec 5).
@@ -215,6 +239,16 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
   // storage sets it (3.4-era clients never read the reserved bytes); a
   // 16-byte reply has no room for it.
   r.matched_digest = true;
+  // A hit on a digest in skip_hashes answers 401 with the stored record's
+  // flag and digest, as rspamd 3.13+ does (only for a positive value).
+  if (rec.flags[0].value > 0 && skipped(rec.digest)) {
+    stats.skipped.add();
+    r.value = fuzzy::kResultSkipped;
+    r.prob = 0;
+    r.n_extra = 0;
+    r.matched_digest = false;
+    return encode(req, seal, r, ctx, reply);
+  }
   if (delayed(req, rec.first_write, peer, now)) {
     stats.delayed.add();
     r.value = 0;

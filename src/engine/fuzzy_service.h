@@ -98,6 +98,9 @@ class FuzzyService {
   std::vector<uint32_t> forbidden_ids_;
   uint32_t delay_seconds_;
   std::vector<Network> delay_whitelist_;
+  std::vector<Network> blocked_;
+  std::vector<std::string> skip_hashes_;  // sorted raw digests
+  bool skipped(const uint8_t* digest) const;
 };
 
 }  // namespace shingled

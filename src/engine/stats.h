@@ -39,6 +39,8 @@ class Counter {
   X(forbidden, "updates refused (503, legacy 403): source outside allow_update")            \
   X(read_only_refused, "updates refused (503, legacy 403): read_only")                      \
   X(delayed, "CHECK hits answered as misses: the record is younger than delay")            \
+  X(blocked, "fuzzy requests dropped unread: the source is in blocked")                     \
+  X(skipped, "answered 401: a WRITE of, or a CHECK that found, a digest in skip_hashes")    \
   X(forbidden_hidden, "CHECK hits answered as misses: every flag in forbidden_ids")        \
   X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
   X(malformed, "datagrams dropped as malformed (all reasons)")                              \

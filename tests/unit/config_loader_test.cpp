@@ -251,7 +251,7 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"allow_update_keys", "blocked", "skip_hashes",
+  for (const char* option : {"allow_update_keys",
                              "ratelimit_rate", "weak_ids", "dynamic_keys_map",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
@@ -680,6 +680,17 @@ TEST(ConfigAccessControl, read_only_forbidden_ids_and_delay_as_rspamd_writes_the
   expect_error("delay = 0;\n", 1, "delay: must be between 1s and 366d");
   expect_error("delay_whitelist = \"/etc/rspamd/delay.map\";\n", 1, "maps (files, URLs) are not supported yet");
   expect_error("read_only = sometimes;\n", 1, "'sometimes' is not a boolean");
+}
+
+TEST(ConfigAccessControl, blocked_and_skip_hashes_inline) {
+  const std::string d1(128, 'a'), d2(128, '0');
+  Config cfg = load_ok("blocked = [\"192.0.2.0/24\", \"2001:db8::/32\"];\nskip_hashes = \"" + d1 + ", " + d2 + "\";\n");
+  EXPECT_EQ(cfg.blocked.size(), 2u);
+  ASSERT_EQ(cfg.skip_hashes.size(), 2u);
+  EXPECT_EQ(cfg.skip_hashes[0], std::string(64, char(0xaa)));
+  expect_error("skip_hashes = \"abc\";\n", 1, "skip_hashes: 'abc' is not a digest of 128 hex digits");
+  expect_error("skip_hashes = \"/etc/rspamd/skip.map\";\n", 1, "maps (files, URLs) are not supported yet");
+  expect_error("blocked = \"10.0.0.1/8\";\n", 1, "blocked:");
 }
 
 // TCP beside UDP (rspamd 3.14+) is io_uring's: on by default there, off by

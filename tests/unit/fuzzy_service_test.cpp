@@ -297,5 +297,70 @@ TEST(AccessControl, delay_hides_young_records_except_from_the_whitelist) {
   EXPECT_EQ(h.ctx.stats.delayed.get(), 1u);
 }
 
+TEST(AccessControl, blocked_sources_are_dropped_unread) {
+  test::ServiceHarness h;
+  Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+  Network net;
+  std::string err;
+  parse_network("127.0.0.0/8", net, err);
+  c.blocked = {net};
+  FuzzyService svc(h.store, c, h.sealer);
+  uint8_t reply[kMaxReply];
+  size_t len = 0;
+  fuzzy::Request req;
+  ReplySeal seal;
+  for (uint8_t cmd : {uint8_t(fuzzy::kCheck), uint8_t(fuzzy::kWrite), uint8_t(fuzzy::kPing), uint8_t(fuzzy::kStat)}) {
+    const std::vector<uint8_t> w = encode(make_request(3, cmd, 1, 1));
+    EXPECT_EQ(svc.accept(w.data(), w.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply, len),
+              FuzzyService::Disposition::drop)
+        << "cmd " << int(cmd);
+  }
+  const std::vector<uint8_t> junk(10, 0xff);
+  EXPECT_EQ(svc.accept(junk.data(), junk.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply, len),
+            FuzzyService::Disposition::drop);
+  EXPECT_EQ(h.ctx.stats.blocked.get(), 5u);
+  EXPECT_EQ(h.ctx.stats.malformed.get(), 0u) << "dropped before it is read";
+  sockaddr_in other = h.peer;
+  inet_pton(AF_INET, "10.1.1.1", &other.sin_addr);
+  const std::vector<uint8_t> ping = encode(make_request(3, fuzzy::kPing, 0, 1));
+  EXPECT_EQ(svc.accept(ping.data(), ping.size(), reinterpret_cast<sockaddr*>(&other), h.ctx, req, seal, reply, len),
+            FuzzyService::Disposition::reply);
+}
+
+// rspamd: a WRITE of a digest in skip_hashes gets 401 (DEL does not); a
+// CHECK that finds such a digest with a positive value gets 401 with the
+// record's flag and digest, prob 0.
+TEST(AccessControl, skip_hashes_are_never_learned_or_matched) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(6, fuzzy::kWrite, 2, 5)));  // stored before the list
+  const fuzzy::Request six = make_request(6);
+  Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+  c.skip_hashes = {std::string(reinterpret_cast<const char*>(six.digest), fuzzy::kDigestSize)};
+  FuzzyService svc(h.store, c, h.sealer);
+  uint8_t reply[kMaxReply];
+  size_t len = 0;
+  fuzzy::Request req;
+  ReplySeal seal;
+  const std::vector<uint8_t> w = encode(make_request(6, fuzzy::kWrite, 2, 5));
+  ASSERT_EQ(svc.accept(w.data(), w.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply, len),
+            FuzzyService::Disposition::reply);
+  EXPECT_EQ(load_le32(reply), 401u);
+  EXPECT_EQ(load_le_f32(reply + 12), 0.0f);
+  const std::vector<uint8_t> d = encode(make_request(6, fuzzy::kDel, 2, 0));
+  EXPECT_EQ(svc.accept(d.data(), d.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply, len),
+            FuzzyService::Disposition::update) << "DEL is not affected";
+  const std::vector<uint8_t> chk = encode(test::near_duplicate(make_request(6), 30, 3));
+  ASSERT_EQ(svc.accept(chk.data(), chk.size(), reinterpret_cast<sockaddr*>(&h.peer), h.ctx, req, seal, reply, len),
+            FuzzyService::Disposition::check);
+  len = svc.answer_check(req, seal, h.store.check(req, h.now), reinterpret_cast<sockaddr*>(&h.peer), h.now, h.ctx,
+                         reply);
+  ASSERT_EQ(len, 96u);
+  EXPECT_EQ(load_le32(reply), 401u) << "a near duplicate that finds the digest";
+  EXPECT_EQ(load_le32(reply + 4), 2u) << "the record's flag";
+  EXPECT_EQ(load_le_f32(reply + 12), 0.0f);
+  EXPECT_EQ(0, std::memcmp(reply + 16, six.digest, fuzzy::kDigestSize)) << "the record's digest";
+  EXPECT_EQ(h.ctx.stats.skipped.get(), 2u);
+}
+
 }  // namespace
 }  // namespace shingled
