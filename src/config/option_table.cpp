@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 
+#include "common/hex.h"
 #include "common/net_address.h"
 #include "config/option_parser.h"
 #include "config/ratelimit_config_loader.h"
@@ -145,25 +146,13 @@ bool apply_skip_hashes(const UclNode& m, OptionParser& p) {
                                     "': maps (files, URLs) are not supported yet; list the digests inline");
     }
     for (const std::string& entry : split_inline_list(item->text)) {
-      auto nibble = [](char ch) {
-        if (ch >= '0' && ch <= '9') return ch - '0';
-        if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-        return -1;
-      };
-      std::string raw;
-      bool hex = entry.size() == 128;
-      for (size_t i = 0; hex && i < entry.size(); i += 2) {
-        const int hi = nibble(entry[i]), lo = nibble(entry[i + 1]);
-        hex = hi >= 0 && lo >= 0;
-        if (hex) raw.push_back(char(hi << 4 | lo));
-      }
-      if (!hex) {
+      uint8_t raw[64];
+      if (!decode_hex(entry, raw, sizeof raw)) {
         return p.fail(item->line, "skip_hashes: '" + entry.substr(0, 40) +
                                       (entry.size() > 40 ? "...'" : "'") + " is not a digest of 128 hex digits");
       }
       if (digests.size() >= 100000) return p.fail(item->line, "skip_hashes: more than 100000 digests");
-      digests.push_back(raw);
+      digests.emplace_back(reinterpret_cast<const char*>(raw), sizeof raw);
     }
   }
   return true;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/hex.h"
 #include "daemon/stats_report.h"
 #include "engine/engine.h"
 #include "persist/persister.h"
@@ -134,22 +135,6 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
 
 namespace {
 
-bool parse_digest(const std::string& hex, uint8_t* digest) {
-  if (hex.size() != 2 * fuzzy::kDigestSize) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < fuzzy::kDigestSize; ++i) {
-    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    digest[i] = uint8_t(hi << 4 | lo);
-  }
-  return true;
-}
-
 std::string utc_text(uint32_t unix_seconds) {
   char text[32];
   const time_t t = time_t(unix_seconds);
@@ -166,7 +151,7 @@ std::string ControlServer::lookup(const std::string& args) const {
   std::string hex = json ? args.substr(5) : args;
   while (!hex.empty() && hex.back() == ' ') hex.pop_back();
   uint8_t digest[fuzzy::kDigestSize];
-  if (!parse_digest(hex, digest)) {
+  if (!decode_hex(hex, digest, fuzzy::kDigestSize)) {
     return "error: lookup takes a digest of 128 hex digits (rspamd's fuzzy hash, as "
            "rspamc fuzzy_add logs it)\n";
   }

@@ -3,6 +3,7 @@
 // library; the decoder parses with nlohmann-json and never lets an exception
 // out.
 #include "persist/fuzzy_json.h"
+#include "common/hex.h"
 
 #include <charconv>
 #include <cstdint>
@@ -40,12 +41,6 @@ void append_int(std::string& out, Int v) {
   out.append(buf, res.ptr);
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // What a value is, for error messages: numbers as written, others by type.
 std::string describe(const json& j) {

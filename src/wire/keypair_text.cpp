@@ -2,6 +2,7 @@
 // rspamadm `id`, and the UCL block rspamadm prints. Start-up and CLI only.
 // Never puts secret-key material into an error message; wipes decoded copies.
 #include "wire/keypair_text.h"
+#include "common/hex.h"
 
 #include <sodium.h>
 
@@ -18,12 +19,6 @@ namespace {
 constexpr size_t kBase32KeyChars = 52;  // 32 bytes = 256 bits = 51 characters + 1 bit
 constexpr size_t kHexKeyChars = 2 * crypto::kKeySize;
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool is_base32_char(char c) {
   static constexpr std::string_view kAlphabet = "ybndrfg8ejkmcpqxot1uwisza345h769";
