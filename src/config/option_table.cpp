@@ -22,6 +22,10 @@ namespace {
 
 // Longest Unix socket path (sockaddr_un::sun_path minus the terminating NUL).
 constexpr uint64_t kMaxUnixPath = 107;
+// Networks one list may hold: allow_update, blocked and delay_whitelist are
+// scanned per request, so a list pasted by mistake (a whole feed) must stop
+// start-up rather than slow every request down.
+constexpr size_t kMaxNetworks = 4096;
 // More worker threads than this is certainly a typo.
 constexpr uint64_t kMaxWorkers = 4096;
 
@@ -102,6 +106,10 @@ bool apply_networks(const UclNode& m, OptionParser& p, std::vector<Network>& all
                                     (m.key == "allow_update" ? "allow nobody)" : "list none)"));
     }
     for (const std::string& entry : entries) {
+      if (allow.size() >= kMaxNetworks) {
+        return p.fail(item->line, m.key + ": more than " + std::to_string(kMaxNetworks) +
+                                      " addresses and networks (it is checked for every request)");
+      }
       if (entry == "localhost") {
         for (const char* loopback : {"127.0.0.1", "::1"}) {
           Network net;

@@ -691,6 +691,9 @@ TEST(ConfigAccessControl, blocked_and_skip_hashes_inline) {
   expect_error("skip_hashes = \"abc\";\n", 1, "skip_hashes: 'abc' is not a digest of 128 hex digits");
   expect_error("skip_hashes = \"/etc/rspamd/skip.map\";\n", 1, "maps (files, URLs) are not supported yet");
   expect_error("blocked = \"10.0.0.1/8\";\n", 1, "blocked:");
+  std::string many = "blocked = [";
+  for (int i = 0; i < 4097; ++i) many += "\"10." + std::to_string(i / 256) + "." + std::to_string(i % 256) + ".1\", ";
+  expect_error(many + "];\n", 1, "blocked: more than 4096 addresses and networks");
 }
 
 // TCP beside UDP (rspamd 3.14+) is io_uring's: on by default there, off by
