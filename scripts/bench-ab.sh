@@ -54,7 +54,7 @@ one_run() {
   if [ "$MODE" = ratelimit ]; then
     ratelimit="\"127.0.0.1:$((port + 1))\""
     rules='ratelimit { rates { to = "100 / 1min"; to_ip = "30 / 1min"; to_ip_from = "20 / 1min"; } }
-ratelimit_max_buckets = 3100000;'
+ratelimit_service_max_buckets = 3100000;'
   fi
   cat >"$TMP/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$port";

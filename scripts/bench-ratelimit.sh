@@ -146,7 +146,7 @@ start_shingled() {
 bind_socket = "127.0.0.1:$port";
 counters_bind_socket = [];
 ratelimit_bind_socket = "127.0.0.1:$((port + 1))";
-ratelimit_max_buckets = $((3 * keys + 1000));
+ratelimit_service_max_buckets = $((3 * keys + 1000));
 ratelimit {
   rates {
     to = "100 / 1min";

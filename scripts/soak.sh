@@ -61,7 +61,7 @@ counters_bind_socket = "127.0.0.1:$((port + 2))";
 workers = 1;
 max_hashes = $((STORED * 2));
 counters_max = 1m;
-ratelimit_max_buckets = 400k;
+ratelimit_service_max_buckets = 400k;
 ratelimit {
   rates {
     to = "100 / 1min";

@@ -43,6 +43,16 @@ struct KeypairText {
   int line = 0;
 };
 
+// The files of the options that take rspamd's maps (absolute paths, in
+// the order written).
+struct MapFiles {
+  std::vector<std::string> allow_update;
+  std::vector<std::string> blocked;
+  std::vector<std::string> delay_whitelist;
+  std::vector<std::string> skip_hashes;
+  std::vector<std::string> ratelimit_whitelist;
+};
+
 // Every option's default, range and help text is its row in
 // config/option_table.cpp; default_config() applies those defaults, so the
 // initializers below are neutral values, not defaults. Start from
@@ -62,6 +72,21 @@ struct Config {
   std::vector<Network> delay_whitelist; // sources that see hits at once
   std::vector<Network> blocked;         // sources whose requests are dropped unread
   std::vector<std::string> skip_hashes; // digests (raw 64 bytes) answered 401, never stored or hit
+  // The map files these options also name, read at start and reloaded
+  // when they change (engine/map_loader.h); the vectors above hold their
+  // inline entries.
+  MapFiles map_files;
+  uint64_t max_map_entries = 0;  // per map file
+  // rspamd's per-network limit of CHECK, PING and STAT (its ratelimit_*
+  // worker options; store/network_limiter.h): off unless rate and burst
+  // are both set.
+  double limit_rate = 0;   // requests per second a network's bucket leaks
+  double limit_burst = 0;
+  uint64_t limit_network_mask = 0;
+  uint64_t limit_bucket_ttl_seconds = 0;
+  uint64_t limit_max_buckets = 0;  // all workers together
+  std::vector<Network> limit_whitelist;
+  bool limit_log_only = false;
   // TCP beside UDP on every bind_socket (rspamd 3.14+), io = uring only.
   bool tcp = false;
   uint64_t tcp_timeout_seconds = 0;   // a connection idle this long is closed
@@ -82,8 +107,8 @@ struct Config {
   // Rate limits: `ratelimit { rates { ... } ... }` holds rspamd's module
   // options (defaults in store/ratelimit_settings.h); no listener = off.
   RatelimitConfig ratelimit;
-  std::vector<ListenAddress> ratelimit_bind_sockets;
-  uint64_t ratelimit_max_buckets = 0;  // live buckets, all shards
+  std::vector<ListenAddress> ratelimit_service_bind_sockets;
+  uint64_t ratelimit_service_max_buckets = 0;  // live buckets, all shards
 
   // Encryption (rspamd's option names). The first keypair is the default.
   std::vector<KeypairText> keypairs;

@@ -56,7 +56,7 @@ class Loader {
                           "bind_socket lists no address: there would be nothing to listen on");
     }
     if (!not_on_fuzzy_sockets(cfg_.counters_bind_sockets, "counters_bind_socket") ||
-        !not_on_fuzzy_sockets(cfg_.ratelimit_bind_sockets, "ratelimit_bind_socket")) {
+        !not_on_fuzzy_sockets(cfg_.ratelimit_service_bind_sockets, "ratelimit_service_bind_socket")) {
       return false;
     }
     if (cfg_.io != IoBackendKind::uring && cfg_.tcp) {
@@ -77,8 +77,18 @@ class Loader {
       // The loopback defaults mean nothing to a NIC the kernel does not see:
       // the other services follow the fuzzy storage's first address.
       if (!parser_.given("counters_bind_socket")) follow_fuzzy_address(cfg_.counters_bind_sockets, 11337);
-      if (!parser_.given("ratelimit_bind_socket")) follow_fuzzy_address(cfg_.ratelimit_bind_sockets, 11336);
+      if (!parser_.given("ratelimit_service_bind_socket")) follow_fuzzy_address(cfg_.ratelimit_service_bind_sockets, 11336);
       if (!check_dpdk()) return false;
+    }
+    // rspamd leaves its limit off unless both are set; half a limit here is
+    // a mistake to say at once rather than a protection that is not there.
+    const int rate_line = parser_.line_of("ratelimit_rate"), burst_line = parser_.line_of("ratelimit_burst");
+    if ((rate_line != 0) != (burst_line != 0)) {
+      return parser_.fail(rate_line + burst_line,
+                          rate_line != 0 ? "ratelimit_rate is set but ratelimit_burst is not: the "
+                                           "per-network limit needs both (it would limit nothing)"
+                                         : "ratelimit_burst is set but ratelimit_rate is not: the "
+                                           "per-network limit needs both (it would limit nothing)");
     }
     const int max_hashes_line = parser_.line_of("max_hashes");
     const int max_memory_line = parser_.line_of("max_memory");

@@ -20,6 +20,7 @@ bool is_scalar_kind(OptionKind kind) {
   switch (kind) {
     case OptionKind::duration:
     case OptionKind::count:
+    case OptionKind::number:
     case OptionKind::size:
     case OptionKind::boolean:
     case OptionKind::path:
@@ -153,6 +154,15 @@ bool OptionParser::apply_by_kind(const OptionRow& row, const UclNode& value) {
       if (!ucl_to_uint(v, n, err)) return fail(value.line, key + ": " + err);
       if (n < row.min || n > row.max) return fail(value.line, name + ": must be " + shown_range(row));
       store_number(row, config_, n);
+      return true;
+    }
+    case OptionKind::number: {
+      double d = 0;
+      if (!ucl_to_double(v, d, err)) return fail(value.line, key + ": " + err);
+      if (d < double(row.min) || d > double(row.max)) {
+        return fail(value.line, name + ": must be " + shown_range(row));
+      }
+      config_.*std::get<double Config::*>(row.field) = d;
       return true;
     }
     case OptionKind::boolean: {

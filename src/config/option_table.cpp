@@ -11,6 +11,8 @@
 #include <map>
 
 #include "common/hex.h"
+#include "access/map_entries.h"
+#include "access/map_file.h"
 #include "common/net_address.h"
 #include "config/option_parser.h"
 #include "config/ratelimit_config_loader.h"
@@ -85,83 +87,104 @@ bool apply_control_socket(const UclNode& m, OptionParser& p) {
   return true;
 }
 
-// Repeatable; each string may hold several entries separated by ',' or
-// spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
-// Networks written inline, as allow_update and delay_whitelist take them:
-// strings (or an array of them) of addresses, CIDR networks and
-// "localhost", separated by ',' or spaces.
-bool apply_networks(const UclNode& m, OptionParser& p, std::vector<Network>& allow) {
-  std::vector<const UclNode*> items;
-  if (!p.scalar_items(m, items)) return false;
-  if (p.first_setting()) allow.clear();
-  for (const UclNode* item : items) {
-    const std::string& text = item->text;
-    if (text.find("://") != std::string::npos || (!text.empty() && text[0] == '/')) {
-      return p.fail(item->line, m.key + ": '" + text + "': maps (files, URLs) are not "
-                                "supported yet; list the addresses inline");
-    }
-    const std::vector<std::string> entries = split_inline_list(text);
-    if (entries.empty()) {
-      return p.fail(item->line, m.key + ": empty string (write [] to " +
-                                    (m.key == "allow_update" ? "allow nobody)" : "list none)"));
-    }
-    for (const std::string& entry : entries) {
-      if (allow.size() >= kMaxNetworks) {
-        return p.fail(item->line, m.key + ": more than " + std::to_string(kMaxNetworks) +
-                                      " addresses and networks (it is checked for every request)");
+// One string of a map option: a file (an absolute path or file://) is
+// remembered in `files` and read later (engine/map_loader.h); a URL is
+// refused; anything else is an inline list, its entries separated by ','
+// or spaces, each handed to `entry`.
+template <typename Entry>
+bool apply_map_item(const UclNode& m, const UclNode& item, OptionParser& p,
+                    std::vector<std::string>& files, Entry entry) {
+  std::string path;
+  switch (classify_map_source(item.text, path)) {
+    case MapSourceKind::url:
+      return p.fail(item.line, m.key + ": '" + item.text +
+                                   "': shingled reads maps from files only (it fetches nothing "
+                                   "from the network); download the map and give its path");
+    case MapSourceKind::file:
+      if (path.empty() || path[0] != '/') {
+        return p.fail(item.line, m.key + ": '" + item.text + "': a map file needs an absolute path");
       }
-      if (entry == "localhost") {
-        for (const char* loopback : {"127.0.0.1", "::1"}) {
-          Network net;
-          std::string err;
-          parse_network(loopback, net, err);
-          net.text = "localhost";
-          allow.push_back(net);
-        }
-        continue;
-      }
-      Network net;
-      std::string err;
-      if (!parse_network(entry, net, err)) return p.fail(item->line, m.key + ": " + err);
-      allow.push_back(net);
-    }
+      if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+      return true;
+    case MapSourceKind::inline_list:
+      break;
+  }
+  const std::vector<std::string> entries = split_inline_list(item.text);
+  if (entries.empty()) {
+    return p.fail(item.line, m.key + ": empty string (write [] to " +
+                                 (m.key == "allow_update" ? "allow nobody)" : "list none)"));
+  }
+  for (const std::string& e : entries) {
+    if (!entry(e)) return false;
   }
   return true;
 }
 
-// Repeatable; each string may hold several entries separated by ',' or
-// spaces (as rspamd's inline maps do). `allow_update = []` allows nobody.
+// Networks, as allow_update, blocked and delay_whitelist take them: strings
+// (or an array of them) of addresses, CIDR networks and "localhost", inline
+// or map files. Repeatable; `allow_update = []` allows nobody.
+bool apply_networks(const UclNode& m, OptionParser& p, std::vector<Network>& nets,
+                    std::vector<std::string>& files) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  if (p.first_setting()) {
+    nets.clear();
+    files.clear();
+  }
+  for (const UclNode* item : items) {
+    const bool ok = apply_map_item(m, *item, p, files, [&](const std::string& e) {
+      if (nets.size() >= kMaxNetworks) {
+        return p.fail(item->line, m.key + ": more than " + std::to_string(kMaxNetworks) +
+                                      " inline addresses and networks (put a longer list in a map file)");
+      }
+      std::string err;
+      if (!parse_network_entry(e, nets, err)) return p.fail(item->line, m.key + ": " + err);
+      return true;
+    });
+    if (!ok) return false;
+  }
+  return true;
+}
+
 bool apply_allow_update(const UclNode& m, OptionParser& p) {
-  return apply_networks(m, p, p.config().allow_update);
+  return apply_networks(m, p, p.config().allow_update, p.config().map_files.allow_update);
 }
 
 bool apply_delay_whitelist(const UclNode& m, OptionParser& p) {
-  return apply_networks(m, p, p.config().delay_whitelist);
+  return apply_networks(m, p, p.config().delay_whitelist, p.config().map_files.delay_whitelist);
 }
 
-bool apply_blocked(const UclNode& m, OptionParser& p) { return apply_networks(m, p, p.config().blocked); }
+bool apply_ratelimit_whitelist(const UclNode& m, OptionParser& p) {
+  return apply_networks(m, p, p.config().limit_whitelist, p.config().map_files.ratelimit_whitelist);
+}
 
-// skip_hashes: digests of 128 hex digits (as rspamd logs them), a list in
-// a string or an array; repeatable.
+bool apply_blocked(const UclNode& m, OptionParser& p) {
+  return apply_networks(m, p, p.config().blocked, p.config().map_files.blocked);
+}
+
+// skip_hashes: digests of 128 hex digits (as rspamd logs them), inline
+// (a list in a string or an array) or map files; repeatable.
 bool apply_skip_hashes(const UclNode& m, OptionParser& p) {
   std::vector<const UclNode*> items;
   if (!p.scalar_items(m, items)) return false;
   std::vector<std::string>& digests = p.config().skip_hashes;
-  if (p.first_setting()) digests.clear();
+  std::vector<std::string>& files = p.config().map_files.skip_hashes;
+  if (p.first_setting()) {
+    digests.clear();
+    files.clear();
+  }
   for (const UclNode* item : items) {
-    if (item->text.find("://") != std::string::npos || (!item->text.empty() && item->text[0] == '/')) {
-      return p.fail(item->line, "skip_hashes: '" + item->text +
-                                    "': maps (files, URLs) are not supported yet; list the digests inline");
-    }
-    for (const std::string& entry : split_inline_list(item->text)) {
-      uint8_t raw[64];
-      if (!decode_hex(entry, raw, sizeof raw)) {
-        return p.fail(item->line, "skip_hashes: '" + entry.substr(0, 40) +
-                                      (entry.size() > 40 ? "...'" : "'") + " is not a digest of 128 hex digits");
+    const bool ok = apply_map_item(m, *item, p, files, [&](const std::string& e) {
+      Digest raw;
+      std::string err;
+      if (!parse_digest_entry(e, raw, err)) return p.fail(item->line, "skip_hashes: " + err);
+      if (digests.size() >= 100000) {
+        return p.fail(item->line, "skip_hashes: more than 100000 inline digests (put a longer list in a map file)");
       }
-      if (digests.size() >= 100000) return p.fail(item->line, "skip_hashes: more than 100000 digests");
-      digests.emplace_back(reinterpret_cast<const char*>(raw), sizeof raw);
-    }
+      digests.emplace_back(reinterpret_cast<const char*>(raw.data()), raw.size());
+      return true;
+    });
+    if (!ok) return false;
   }
   return true;
 }
@@ -361,17 +384,37 @@ std::string joined(const std::vector<T>& items, TextOf text_of, const char* when
   return out;
 }
 
+// A network map: its inline entries, then its files.
+std::string show_network_map(const std::vector<Network>& nets, const std::vector<std::string>& files,
+                             const char* when_empty) {
+  std::string inline_part = joined(nets, [](const Network& n) { return n.text; }, "");
+  for (const std::string& f : files) inline_part += (inline_part.empty() ? "file " : ", file ") + f;
+  return inline_part.empty() ? when_empty : inline_part;
+}
 std::string show_allow_update(const Config& c) {
-  return joined(c.allow_update, [](const Network& n) { return n.text; }, "(nobody)");
+  return show_network_map(c.allow_update, c.map_files.allow_update, "(nobody)");
 }
 std::string show_delay_whitelist(const Config& c) {
-  return joined(c.delay_whitelist, [](const Network& n) { return n.text; }, "(none)");
+  return show_network_map(c.delay_whitelist, c.map_files.delay_whitelist, "(none)");
 }
 std::string show_blocked(const Config& c) {
-  return joined(c.blocked, [](const Network& n) { return n.text; }, "(none)");
+  return show_network_map(c.blocked, c.map_files.blocked, "(none)");
 }
+std::string show_ratelimit_whitelist(const Config& c) {
+  return show_network_map(c.limit_whitelist, c.map_files.ratelimit_whitelist, "(none)");
+}
+std::string show_limit_number(double v) {
+  if (v == 0) return "(off)";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+std::string show_ratelimit_rate(const Config& c) { return show_limit_number(c.limit_rate); }
+std::string show_ratelimit_burst(const Config& c) { return show_limit_number(c.limit_burst); }
 std::string show_skip_hashes(const Config& c) {
-  return c.skip_hashes.empty() ? "(none)" : std::to_string(c.skip_hashes.size()) + " digest(s)";
+  std::string out = c.skip_hashes.empty() ? "" : std::to_string(c.skip_hashes.size()) + " inline digest(s)";
+  for (const std::string& f : c.map_files.skip_hashes) out += (out.empty() ? "file " : ", file ") + f;
+  return out.empty() ? "(none)" : out;
 }
 std::string show_forbidden_ids(const Config& c) {
   return joined(c.forbidden_ids, [](uint32_t f) { return std::to_string(f); }, "(none)");
@@ -464,7 +507,8 @@ const OptionRow kRows[] = {
      "(\"[::1]:11335\", \"*:11335\" = both families)",
      &Config::bind_sockets, nullptr, nullptr, true},
     {"allow_update", {}, OptionKind::networks, 0, 0, "[\"127.0.0.1\", \"::1\"]", "127.0.0.1, ::1",
-     "addresses and CIDR networks allowed to WRITE and DEL; [] = nobody", {}, apply_allow_update,
+     "addresses and CIDR networks allowed to WRITE and DEL, inline or map files; [] = nobody",
+     {}, apply_allow_update,
      show_allow_update, true},
     {"reply_codes", {}, OptionKind::choice, 0, 0, "current", nullptr,
      "refusal codes: current (rspamd 3.10+: 415 encryption required, 503 write refused) or "
@@ -487,19 +531,48 @@ const OptionRow kRows[] = {
      "answers), a 96- or 16-byte reply of such a flag answers as a miss",
      {}, apply_forbidden_ids, show_forbidden_ids, true},
     {"blocked", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
-     "sources (addresses, networks, inline) whose fuzzy requests are dropped unread and counted",
+     "sources (addresses, networks; inline or map files) whose fuzzy requests are dropped "
+     "unread and counted",
      {}, apply_blocked, show_blocked, true},
     {"skip_hashes", {}, OptionKind::words, 0, 0, nullptr, "(none)",
-     "digests (128 hex digits, inline) never learned or matched: a WRITE of one, or a CHECK that "
-     "finds one, is answered 401",
+     "digests (128 hex digits; inline or map files) never learned or matched: a WRITE of one, "
+     "or a CHECK that finds one, is answered 401",
      {}, apply_skip_hashes, show_skip_hashes, true},
     {"delay", {}, OptionKind::duration, 1, 366 * 86400, nullptr, "(off)",
      "hits on records created less than this (plus up to half of it, at random) ago answer "
      "as misses, so a freshly poisoned hash cannot hurt at once",
      &Config::delay_seconds, nullptr, show_delay},
     {"delay_whitelist", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
-     "sources that see hits at once despite delay", {}, apply_delay_whitelist,
+     "sources (inline or map files) that see hits at once despite delay", {}, apply_delay_whitelist,
      show_delay_whitelist, true},
+    {"ratelimit_rate", {}, OptionKind::number, 0, 1'000'000'000, nullptr, "(off)",
+     "per-network limit of CHECK, PING and STAT (rspamd's): requests per second a "
+     "network's bucket drains; needs ratelimit_burst too",
+     &Config::limit_rate, nullptr, show_ratelimit_rate},
+    {"ratelimit_burst", {}, OptionKind::number, 1, 1'000'000'000, nullptr, "(off)",
+     "requests a network may send at once: past it, CHECKs are answered 403 and PING and "
+     "STAT dropped, and the network is banned until its bucket expires",
+     &Config::limit_burst, nullptr, show_ratelimit_burst},
+    {"ratelimit_network_mask", {}, OptionKind::count, 0, 32, "24", nullptr,
+     "the IPv4 prefix a bucket covers (0: one address); IPv6 takes four times it, "
+     "within /64../128",
+     &Config::limit_network_mask},
+    {"ratelimit_bucket_ttl", {}, OptionKind::duration, 1, 366 * 86400, "1h", nullptr,
+     "a network's bucket (and so a ban) lasts this long from its first request",
+     &Config::limit_bucket_ttl_seconds},
+    {"ratelimit_max_buckets", {}, OptionKind::count, 1, 100'000'000, "2000", nullptr,
+     "networks tracked at once, all workers together; when full, the least used of a "
+     "sample makes room (about 100 bytes each)",
+     &Config::limit_max_buckets},
+    {"ratelimit_whitelist", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
+     "sources (inline or map files) never limited; loopback, fe80::/10 and fec0::/10 never are",
+     {}, apply_ratelimit_whitelist, show_ratelimit_whitelist, true},
+    {"ratelimit_log_only", {}, OptionKind::boolean, 0, 0, "false", nullptr,
+     "count and log bans but refuse nothing", &Config::limit_log_only},
+    {"max_map_entries", {}, OptionKind::count, 1, 100'000'000, "1000000", nullptr,
+     "entries one map file may hold; a longer file is refused (at start: the daemon stops; "
+     "on reload: the previous map stays)",
+     &Config::max_map_entries},
     {"expire", {}, OptionKind::duration, 1, kNoLimit, "90d", nullptr,
      "a hash expires this long after its last write", &Config::expire_seconds},
     {"max_hashes", {}, OptionKind::count, 1, kNoLimit, "1000000", nullptr,
@@ -563,12 +636,13 @@ const OptionRow kRows[] = {
     {"counters_daily_periods", {}, OptionKind::count, 1, 366, "14", nullptr, "days kept",
      &Config::counters_daily_periods},
     // Rate limits.
-    {"ratelimit_bind_socket", {}, OptionKind::addresses, 0, 0, "\"127.0.0.1:11336\"",
-     "127.0.0.1:11336", "UDP address(es) of the rate-limit service, as bind_socket; [] = off",
-     &Config::ratelimit_bind_sockets, nullptr, nullptr, true},
-    {"ratelimit_max_buckets", {}, OptionKind::count, 1, uint64_t(1) << 32, "1000000", nullptr,
+    {"ratelimit_service_bind_socket", {"ratelimit_bind_socket"}, OptionKind::addresses, 0, 0,
+     "\"127.0.0.1:11336\"", "127.0.0.1:11336",
+     "UDP address(es) of the rate-limit service, as bind_socket; [] = off",
+     &Config::ratelimit_service_bind_sockets, nullptr, nullptr, true},
+    {"ratelimit_service_max_buckets", {}, OptionKind::count, 1, uint64_t(1) << 32, "1000000", nullptr,
      "buckets, all shards together; when full, the one nearest its drop time is evicted",
-     &Config::ratelimit_max_buckets},
+     &Config::ratelimit_service_max_buckets},
     {"ratelimit", {}, OptionKind::block, 0, 0, nullptr, "(none: nothing limited)",
      "rspamd's ratelimit module options: rates, whitelisted_rcpts, whitelisted_ip, "
      "bounce_senders, max_rcpts, expire, dynamic_rate_limit and its factors; and compat, "
@@ -628,7 +702,6 @@ const ForeignOption kForeignOptions[] = {
 };
 
 // rspamd's ratelimit_* worker options (shingled's own are rows, found first).
-const ForeignOption kFuzzyRatelimitOption = {"ratelimit_*", false, kAccessControl};
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -662,7 +735,6 @@ const ForeignOption* find_foreign_option(std::string_view name) {
   for (const ForeignOption& option : kForeignOptions) {
     if (name == option.name) return &option;
   }
-  if (name.substr(0, 10) == "ratelimit_" && find_option(name) == nullptr) return &kFuzzyRatelimitOption;
   return nullptr;
 }
 
@@ -684,6 +756,7 @@ const char* kind_name(OptionKind kind) {
   switch (kind) {
     case OptionKind::duration: return "duration";
     case OptionKind::count: return "count";
+    case OptionKind::number: return "number";
     case OptionKind::size: return "size";
     case OptionKind::boolean: return "boolean";
     case OptionKind::path: return "path";
@@ -706,7 +779,7 @@ std::string shown_range(const OptionRow& row) {
     return "at most " + std::to_string(row.max) + " bytes";
   }
   if (row.kind != OptionKind::duration && row.kind != OptionKind::count &&
-      row.kind != OptionKind::size) {
+      row.kind != OptionKind::size && row.kind != OptionKind::number) {
     return "";
   }
   if (row.max == kNoLimit) return "at least " + bound_text(row, row.min);
@@ -724,6 +797,11 @@ std::string shown_value(const OptionRow& row, const Config& c) {
       return duration_text(number_in(row, c));
     case OptionKind::count:
       return std::to_string(number_in(row, c));
+    case OptionKind::number: {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%g", c.*std::get<double Config::*>(row.field));
+      return buf;
+    }
     case OptionKind::size: {
       const uint64_t n = number_in(row, c);
       return n == 0 ? shown_default(row) : std::to_string(n) + " bytes";

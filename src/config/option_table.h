@@ -24,6 +24,7 @@ class OptionParser;
 enum class OptionKind : uint8_t {
   duration,   // whole seconds; UCL units (s, min, h, d, w)
   count,      // an unsigned integer; k/m/g multipliers
+  number,     // a finite decimal number (min..max are whole bounds)
   size,       // bytes; kb/mb/gb multipliers
   boolean,    // true/false, yes/no, on/off
   path,       // a non-empty file system path
@@ -37,7 +38,7 @@ enum class OptionKind : uint8_t {
 // Where a plain row's value goes; std::monostate for rows with their own
 // apply and show functions.
 using OptionField = std::variant<std::monostate, uint64_t Config::*, uint32_t Config::*,
-                                 bool Config::*, std::string Config::*,
+                                 double Config::*, bool Config::*, std::string Config::*,
                                  std::vector<ListenAddress> Config::*>;
 
 // Custom parsing for a row whose kind alone cannot say it (`workers = auto`,

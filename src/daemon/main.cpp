@@ -24,6 +24,7 @@
 #include "daemon/durable_load.h"
 #include "daemon/worker_watchdog.h"
 #include "engine/engine.h"
+#include "engine/map_loader.h"
 #include "io/dpdk_runtime.h"
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
@@ -200,9 +201,10 @@ const char* config_origin(const Config& c) {
 }
 
 // Step 1: the configuration, from the file or the built-in defaults, with
-// its keypairs decoded and what spans options checked. Returns -1 to go on,
-// else the exit code (--check-config ends here).
-int load_configuration(const Options& opt, Config& config, std::vector<Keypair>& keypairs) {
+// its keypairs decoded, its map files read and what spans options checked.
+// Returns -1 to go on, else the exit code (--check-config ends here).
+int load_configuration(const Options& opt, Config& config, std::vector<Keypair>& keypairs,
+                       std::unique_ptr<MapLoader>& maps) {
   config = default_config();
   ConfigError error;
   if (!opt.config_path.empty() && !load_config_file(opt.config_path, config, error)) {
@@ -217,6 +219,12 @@ int load_configuration(const Options& opt, Config& config, std::vector<Keypair>&
     fprintf(stderr, "shingled: %s: encrypted_only is set but no keypair is configured: "
                     "nothing could be answered\n",
             config_origin(config));
+    return 1;
+  }
+  maps = std::make_unique<MapLoader>(config);
+  std::string map_error;
+  if (!maps->load(map_error)) {
+    fprintf(stderr, "shingled: map %s\n", map_error.c_str());
     return 1;
   }
   if (config.io == IoBackendKind::dpdk && !dpdk_built_in()) {
@@ -289,14 +297,14 @@ bool allocate_counter_store(const Config& config, std::unique_ptr<CounterStore>&
 // only: a restart forgets them, and every limit is back to its burst
 // (docs/ratelimit.md).
 bool allocate_bucket_store(const Config& config, std::unique_ptr<BucketStore>& buckets) {
-  if (config.ratelimit_bind_sockets.empty()) return true;
+  if (config.ratelimit_service_bind_sockets.empty()) return true;
   BucketStoreOptions bo;
-  bo.max_buckets = config.ratelimit_max_buckets;
+  bo.max_buckets = config.ratelimit_service_max_buckets;
   const BucketTableOptions rules = RatelimitRules(config.ratelimit).table_options(0);
   bo.idle_expire_ms = rules.idle_expire_ms;
   bo.max_idle_ms = rules.max_idle_ms;
-  buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_max_buckets",
-                                  config.ratelimit_max_buckets);
+  buckets = allocate<BucketStore>(bo, "the rate-limit buckets", "ratelimit_service_max_buckets",
+                                  config.ratelimit_service_max_buckets);
   return buckets != nullptr;
 }
 
@@ -326,9 +334,9 @@ void log_what_is_served(const Config& config, const std::vector<Keypair>& keypai
     LOG_INFO("counters on %s (udp), capacity %llu counters", a.text.c_str(),
              static_cast<unsigned long long>(config.counters_max));
   }
-  for (const ListenAddress& a : config.ratelimit_bind_sockets) {
+  for (const ListenAddress& a : config.ratelimit_service_bind_sockets) {
     LOG_INFO("rate limits on %s (udp), capacity %llu buckets", a.text.c_str(),
-             static_cast<unsigned long long>(config.ratelimit_max_buckets));
+             static_cast<unsigned long long>(config.ratelimit_service_max_buckets));
   }
   LOG_INFO("control socket %s", config.control_socket.c_str());
   for (size_t i = 0; i < keypairs.size(); ++i) {
@@ -351,11 +359,18 @@ void reopen_log_on_sighup(const Config& config) {
 // Serves the control socket, watches the workers and reopens the log until
 // SIGTERM or SIGINT.
 void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& watchdog,
-                         const Config& config) {
+                         const Config& config, MapLoader& maps, Engine& engine) {
+  bool reread_maps = false;
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
     const int ready = poll(fds, 2, int(WorkerWatchdog::kStuckAfterMs / 2));
     watchdog.check(monotonic_ms_now());
+    // Map files are checked every pass (half a second at most), all of them
+    // re-read on SIGHUP; the old maps are freed once every worker has
+    // moved on to the new ones.
+    if (maps.refresh(reread_maps)) engine.access().publish(maps.build());
+    reread_maps = false;
+    engine.access().collect();
     if (ready < 0) {
       if (errno == EINTR) continue;
       return;
@@ -366,6 +381,7 @@ void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& wat
     if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
     if (si.ssi_signo == SIGHUP) {
       reopen_log_on_sighup(config);
+      reread_maps = maps.files() != 0;
       continue;
     }
     LOG_INFO("signal %u: stopping", si.ssi_signo);
@@ -413,7 +429,8 @@ int run(int argc, char** argv) {
 
   Config config;
   std::vector<Keypair> keypairs;
-  if (const int rc = load_configuration(opt, config, keypairs); rc >= 0) return rc;
+  std::unique_ptr<MapLoader> maps;
+  if (const int rc = load_configuration(opt, config, keypairs, maps); rc >= 0) return rc;
   if (!open_log_file(config)) return 1;
   for (const std::string& warning : config.warnings) LOG_WARN("%s", warning.c_str());
   const int sig_fd = take_signals();
@@ -442,6 +459,8 @@ int run(int argc, char** argv) {
   std::unique_ptr<BucketStore> buckets;
   if (!allocate_bucket_store(config, buckets)) return 1;
   Engine engine(config, *store, keypairs, counters.get(), buckets.get());
+  engine.access().publish(maps->build());
+  engine.set_map_loader(maps.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
   persister.seed(std::move(first_sync));
   persister.start();
@@ -453,7 +472,7 @@ int run(int argc, char** argv) {
   log_what_is_served(config, keypairs);
 
   WorkerWatchdog watchdog(engine);
-  serve_until_stopped(sig_fd, control, watchdog, config);
+  serve_until_stopped(sig_fd, control, watchdog, config, *maps, engine);
   return stop_and_sync(engine, persister, *store, config);
 }
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "daemon/stats_history.h"
 #include "engine/engine.h"
+#include "engine/map_loader.h"
 #include "persist/persister.h"
 #include "wire/base32.h"
 
@@ -301,6 +302,11 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
     }
     out += "}";
   }
+  if (const MapLoader* maps = engine.map_loader()) {
+    append(out, ",\"maps\":{\"map_files\":%zu,\"map_reloads\":%llu,\"map_reload_failures\":%llu}",
+           maps->files(), static_cast<unsigned long long>(maps->reloads()),
+           static_cast<unsigned long long>(maps->failures()));
+  }
   if (persister != nullptr) {
     out += ",\"persistence\":{";
     const std::vector<PersistRow> p = collect_persistence(engine, *persister);
@@ -385,6 +391,14 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
     for (const NetRow& r : collect_net(engine)) {
       append(out, "%-30s %14llu  %s\n", r.name, static_cast<unsigned long long>(r.total), r.help);
     }
+  }
+  if (const MapLoader* maps = engine.map_loader()) {
+    out += "\nmaps\n";
+    append(out, "%-30s %14zu  %s\n", "map_files", maps->files(), "map files the access controls read");
+    append(out, "%-30s %14llu  %s\n", "map_reloads", static_cast<unsigned long long>(maps->reloads()),
+           "map files re-read after a change and taken");
+    append(out, "%-30s %14llu  %s\n", "map_reload_failures", static_cast<unsigned long long>(maps->failures()),
+           "map files that failed on reload or vanished (their last good content kept)");
   }
   if (persister != nullptr) {
     out += "\npersistence\n";

@@ -46,7 +46,7 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
   size_t len = 0;
   uint16_t series_max = 0;
   const CounterService::Disposition d =
-      service_.accept(data, data_len, p.len, seal.encrypted, p.peer, stats_, request_, ops,
+      service_.accept(data, data_len, p.len, seal.encrypted, p.peer, link_.ctx.access, stats_, request_, ops,
                       series_max, reply + Sealer::body_offset(seal), len);
   switch (d) {
     case CounterService::Disposition::drop:

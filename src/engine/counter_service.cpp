@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "common/net_address.h"
+#include "engine/map_loader.h"
 
 namespace shingled {
 
@@ -11,7 +11,7 @@ static_assert(size_t(counters::DecodeStatus::trailing_bytes) < WorkerStats::kCou
               "one stats slot per drop reason");
 
 CounterService::CounterService(CounterStore& store, const Config& config)
-    : store_(store), allow_update_(config.allow_update), encrypted_only_(config.encrypted_only) {}
+    : store_(store), inline_lists_(MapLoader(config).build()), encrypted_only_(config.encrypted_only) {}
 
 namespace {
 // The periods a series reply may carry: all of a page to a sender that may
@@ -29,7 +29,8 @@ uint16_t series_page(bool trusted, size_t datagram_len) {
 
 CounterService::Disposition CounterService::accept(const uint8_t* data, size_t len,
                                                    size_t datagram_len, bool encrypted,
-                                                   const sockaddr* peer, WorkerStats& stats,
+                                                   const sockaddr* peer, const AccessLists* access,
+                                                   WorkerStats& stats,
                                                    counters::Request& req, CounterOp* ops,
                                                    uint16_t& series_max, uint8_t* reply,
                                                    size_t& reply_len) const {
@@ -46,7 +47,7 @@ CounterService::Disposition CounterService::accept(const uint8_t* data, size_t l
     reply_len = counters::encode_reply_header(req.op, req.n, req.tag, counters::kRefused, reply);
     return Disposition::reply;
   }
-  const bool allowed = any_network_contains(allow_update_, peer);
+  const bool allowed = (access != nullptr ? *access : *inline_lists_).allow_update.contains(peer);
   series_max = series_page(allowed || encrypted, datagram_len);
   const bool increments = req.op == counters::kIncrement || req.op == counters::kIncrementRead;
   if (increments && !allowed) {

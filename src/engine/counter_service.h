@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "access/access_lists.h"
 #include "config/config.h"
 #include "engine/stats.h"
 #include "store/counter_store.h"
@@ -32,9 +34,11 @@ class CounterService {
   // `req` is decoded and `ops` (req.n of them) are ready for the owners;
   // `series_max` is how many periods a series reply may carry. `encrypted`:
   // the datagram came sealed (opened by the caller; `data` is the plain
-  // request, `datagram_len` the size that arrived).
+  // request, `datagram_len` the size that arrived). `access`: the maps the
+  // worker reads now (null: the config's inline lists).
   Disposition accept(const uint8_t* data, size_t len, size_t datagram_len, bool encrypted,
-                     const sockaddr* peer, WorkerStats& stats, counters::Request& req,
+                     const sockaddr* peer, const AccessLists* access, WorkerStats& stats,
+                     counters::Request& req,
                      CounterOp* ops, uint16_t& series_max, uint8_t* reply, size_t& reply_len) const;
 
   // The reply to a read/increment request from its per-entry results.
@@ -49,7 +53,7 @@ class CounterService {
 
  private:
   CounterStore& store_;
-  std::vector<Network> allow_update_;
+  std::unique_ptr<const AccessLists> inline_lists_;
   bool encrypted_only_;
 };
 

@@ -5,6 +5,7 @@
 
 #include "common/cpu.h"
 #include "common/log.h"
+#include "engine/map_loader.h"
 #include "io/udp_socket.h"
 
 namespace shingled {
@@ -18,13 +19,14 @@ Engine::Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> key
   if (counters != nullptr && !config_.counters_bind_sockets.empty()) {
     counter_service_ = std::make_unique<CounterService>(*counters, config_);
   }
-  if (buckets != nullptr && !config_.ratelimit_bind_sockets.empty()) {
+  if (buckets != nullptr && !config_.ratelimit_service_bind_sockets.empty()) {
     ratelimit_service_ = std::make_unique<RatelimitService>(*buckets, config_);
   }
   const std::vector<int> cpus = allowed_cpus();
   worker_count_ = config_.workers != 0 ? config_.workers : static_cast<unsigned>(cpus.size());
   if (worker_count_ > store_.shard_count()) worker_count_ = store_.shard_count();
   shards_ = ShardMap(worker_count_);
+  access_ = std::make_unique<Published<AccessLists>>(MapLoader(config_).build(), worker_count_);
   rings_.reserve(size_t(worker_count_) * worker_count_);
   for (unsigned i = 0; i < worker_count_ * worker_count_; ++i) {
     // The diagonal (a worker to itself) is never used; keep it tiny.

@@ -15,6 +15,7 @@
 #include "engine/fuzzy_service.h"
 #include "engine/ratelimit_service.h"
 #include "engine/inbox_message.h"
+#include "common/published.h"
 #include "common/spsc_ring.h"
 #include "engine/sealer.h"
 #include "engine/service_table.h"
@@ -25,6 +26,8 @@
 
 namespace shingled {
 
+class MapLoader;
+
 class Engine {
  public:
   static constexpr size_t kRingCapacity = 1024;  // messages per (sender, receiver) pair
@@ -32,7 +35,7 @@ class Engine {
   // `keypairs`: the decoded server keypairs, the first being the default.
   // `counters`: the shingle counter store, served on counters_bind_sockets
   // (null: no counter service).
-  // `buckets`: the rate-limit buckets, served on ratelimit_bind_sockets
+  // `buckets`: the rate-limit buckets, served on ratelimit_service_bind_sockets
   // (null: no rate-limit service).
   Engine(const Config& config, FuzzyStore& store, std::vector<Keypair> keypairs = {},
          CounterStore* counters = nullptr, BucketStore* buckets = nullptr);
@@ -77,6 +80,15 @@ class Engine {
   const std::vector<const ServiceRow*>& served() const { return served_; }
   uint8_t listener_service(uint16_t listener) const { return listener_service_[listener]; }
   SpscRing<InboxMessage>& ring(unsigned from, unsigned to) { return *rings_[from * worker_count_ + to]; }
+
+  // The access-control maps the workers read: the config's inline lists
+  // until the daemon publishes what its MapLoader built (main thread only;
+  // workers pick a new value up at their next loop pass, and collect()
+  // frees the old ones once all have).
+  Published<AccessLists>& access() { return *access_; }
+  // The loader of the map files, for its figures (null: none is set).
+  void set_map_loader(const MapLoader* maps) { maps_ = maps; }
+  const MapLoader* map_loader() const { return maps_; }
   Worker& worker_mut(unsigned i) { return *workers_[i]; }
 
  private:
@@ -91,6 +103,8 @@ class Engine {
   std::vector<const ServiceRow*> served_;
   std::vector<uint8_t> listener_service_;  // per listener: its row in served_
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
+  std::unique_ptr<Published<AccessLists>> access_;
+  const MapLoader* maps_ = nullptr;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log.h"
+#include "common/net_address.h"
 #include "engine/outbox.h"
 
 namespace shingled {
@@ -26,6 +28,35 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
       sweep_(link.shards, link.self, service.store().shard_count()),
       refreshes_(link.shards.workers()) {
   for (InboxMessage& m : refreshes_) m.emplace<RefreshBatch>(service_id, refresh);
+  if (const NetworkLimitSettings* limit = service.limit()) {
+    NetworkLimitSettings mine = *limit;
+    const unsigned workers = link.shards.workers();
+    mine.max_buckets = (limit->max_buckets + workers - 1) / workers;
+    limiter_ = std::make_unique<NetworkLimiter>(mine);
+  }
+}
+
+NetworkLimiter::Verdict FuzzyHandler::charge(const NetworkKey& key, const sockaddr* peer,
+                                             const LoopClock& now) {
+  const uint64_t evicted = limiter_->evictions();
+  const NetworkLimiter::Verdict v = limiter_->charge(key, now.monotonic_ms());
+  if (limiter_->evictions() != evicted) stats_.fuzzy_ratelimit_evicted.add();
+  if (v == NetworkLimiter::Verdict::limited) {
+    // One line a ban, at most ten a second: a flood from many networks
+    // must not turn into a flood of log lines.
+    if (now.monotonic_ms() - last_ban_log_ms_ >= 100) {
+      LOG_INFO("ratelimit: banning %s (%s) for going over its burst of %g%s",
+               key.text().c_str(), format_sockaddr(peer).c_str(), service_.limit()->burst,
+               bans_unlogged_ != 0 ? (" (and " + std::to_string(bans_unlogged_) +
+                                      " more networks since the last line)").c_str()
+                                   : "");
+      last_ban_log_ms_ = now.monotonic_ms();
+      bans_unlogged_ = 0;
+    } else {
+      ++bans_unlogged_;
+    }
+  }
+  return v;
 }
 
 void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
@@ -44,6 +75,24 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
       return;
     case FuzzyService::Disposition::update:
       break;
+    case FuzzyService::Disposition::limit: {
+      const NetworkKey key = service_.limit_key(p.peer);
+      const unsigned owner = limit_owner(key);
+      if (owner == link_.self) {
+        switch (service_.after_limit(charge(key, p.peer, now), req, seal, link_.ctx, reply, reply_len)) {
+          case FuzzyService::Disposition::check:
+            check_packets_[n_checks_++] = &p;
+            return;
+          case FuzzyService::Disposition::reply:
+            link_.replies.send(p, reply, reply_len);
+            return;
+          default:
+            return;
+        }
+      }
+      if (forward(owner, limited, p, seal, req)) stats_.fuzzy_ratelimit_forwarded.add();
+      return;
+    }
   }
   const unsigned owner = link_.shards.owner_of(service_.shard_of_update(req));
   if (owner == link_.self) {
@@ -51,16 +100,19 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
     link_.replies.send(p, reply, len);
     return;
   }
+  if (forward(owner, update, p, seal, req)) stats_.forwarded_updates.add();
+}
+
+bool FuzzyHandler::forward(unsigned owner, Kind kind, const RxPacket& p, const ReplySeal& seal,
+                           const fuzzy::Request& req) {
   InboxMessage m;
-  Update& u = m.emplace<Update>(id_, update);
+  Update& u = m.emplace<Update>(id_, kind);
   u.from.set(p, link_.self);
   u.seal = seal;
   u.request = req;
-  if (!link_.outbox.send(owner, m)) {
-    stats_.dropped.add();  // the client retransmits after its timeout
-    return;
-  }
-  stats_.forwarded_updates.add();
+  if (link_.outbox.send(owner, m)) return true;
+  stats_.dropped.add();  // the client retransmits after its timeout
+  return false;
 }
 
 void FuzzyHandler::end_burst(const LoopClock& now) {
@@ -114,11 +166,36 @@ void FuzzyHandler::execute(const InboxMessage& m, const LoopClock& now) {
     }
     return;
   }
+  if (m.kind == limited) {
+    execute_limited(m.as<Update>(), now);
+    return;
+  }
   if (m.kind != update) return;
   const Update& u = m.as<Update>();
   uint8_t reply[kMaxReply];
   const size_t len = service_.apply_update(u.request, u.seal, now.unix_seconds, link_.ctx, link_.index, reply);
   link_.replies.send(u.from, reply, len);
+}
+
+void FuzzyHandler::execute_limited(const Update& u, const LoopClock& now) {
+  if (limiter_ == nullptr) return;
+  uint8_t reply[kMaxReply];
+  size_t len = 0;
+  const NetworkKey key = service_.limit_key(u.from.peer());
+  switch (service_.after_limit(charge(key, u.from.peer(), now), u.request, u.seal, link_.ctx, reply, len)) {
+    case FuzzyService::Disposition::check: {
+      const CheckResult result = service_.store().check(u.request, now.unix_seconds);
+      len = service_.answer_check(u.request, u.seal, result, u.from.peer(), now.unix_seconds, link_.ctx, reply);
+      link_.replies.send(u.from, reply, len);
+      if (service_.wants_refresh(result, now.unix_seconds)) queue_refresh(result, now.unix_seconds);
+      return;
+    }
+    case FuzzyService::Disposition::reply:
+      link_.replies.send(u.from, reply, len);
+      return;
+    default:
+      return;
+  }
 }
 
 void FuzzyHandler::upkeep(const LoopClock& now) {

@@ -4,9 +4,14 @@
 // owner of its digest's shard, which applies it and answers the client
 // itself (its shingle index inserts then go to their own owners through
 // the worker's index batches). A CHECK whose hit earns a refresh sends it
-// to the owner of the record's shard, batched per owner.
+// to the owner of the record's shard, batched per owner. Under the
+// per-network limit (ratelimit_*), a CHECK, PING or STAT from a limited
+// source is decided by the worker that owns its network's bucket (a hash of
+// the network picks it): this one, or another it is forwarded to whole,
+// which then answers the client itself, as with updates.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "engine/fuzzy_service.h"
@@ -25,8 +30,9 @@ class FuzzyHandler final : public ServiceHandler {
   void upkeep(const LoopClock& now) override;
 
  private:
-  enum Kind : uint8_t { update, refresh };
-  // A WRITE or DEL on its way to the owner of the digest's shard.
+  enum Kind : uint8_t { update, refresh, limited };
+  // A WRITE or DEL on its way to the owner of the digest's shard (update),
+  // or a request on its way to the owner of its network's bucket (limited).
   struct Update {
     ReturnAddress from;
     ReplySeal seal;
@@ -46,6 +52,17 @@ class FuzzyHandler final : public ServiceHandler {
   };
 
   void queue_refresh(const CheckResult& hit, uint32_t now);
+  // Hands a request whole to `owner`, which answers the client; false
+  // (counted as dropped) when its inbox is full.
+  bool forward(unsigned owner, Kind kind, const RxPacket& p, const ReplySeal& seal,
+               const fuzzy::Request& req);
+  // The limit's verdict on a request, here, on the owner of its network.
+  NetworkLimiter::Verdict charge(const NetworkKey& key, const sockaddr* peer, const LoopClock& now);
+  unsigned limit_owner(const NetworkKey& key) const {
+    return unsigned((key.hash() >> 32) % link_.shards.workers());
+  }
+  // A forwarded limited request, decided and answered here.
+  void execute_limited(const Update& u, const LoopClock& now);
   void send_refreshes(unsigned owner);
 
   FuzzyService& service_;
@@ -59,6 +76,9 @@ class FuzzyHandler final : public ServiceHandler {
   const RxPacket* check_packets_[kMaxBurst];
   OwnedShardCursor sweep_;
   std::vector<InboxMessage> refreshes_;  // one RefreshBatch per worker, sent at the end of a burst
+  std::unique_ptr<NetworkLimiter> limiter_;  // the buckets of the networks this worker owns
+  uint64_t last_ban_log_ms_ = 0;
+  uint64_t bans_unlogged_ = 0;
 };
 
 }  // namespace shingled

@@ -10,12 +10,13 @@
 #include <cstring>
 
 #include "common/net_address.h"
+#include "engine/map_loader.h"
 
 namespace shingled {
 
 FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer& sealer)
     : store_(store),
-      allow_update_(config.allow_update),
+      inline_lists_(MapLoader(config).build()),
       sealer_(sealer),
       encryption_required_code_(config.reply_codes == FuzzyReplyCodes::legacy
                                     ? fuzzy::kResultForbidden
@@ -25,17 +26,13 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
       refresh_after_(uint32_t(std::clamp<uint64_t>(config.expire_seconds / 10, 1, 60))),
       read_only_(config.read_only),
       forbidden_ids_(config.forbidden_ids),
-      delay_seconds_(uint32_t(std::min<uint64_t>(config.delay_seconds, UINT32_MAX / 2))),
-      delay_whitelist_(config.delay_whitelist),
-      blocked_(config.blocked),
-      skip_hashes_(config.skip_hashes) {
-  std::sort(skip_hashes_.begin(), skip_hashes_.end());
-}
-
-bool FuzzyService::skipped(const uint8_t* digest) const {
-  if (skip_hashes_.empty()) return false;
-  return std::binary_search(skip_hashes_.begin(), skip_hashes_.end(),
-                            std::string(reinterpret_cast<const char*>(digest), fuzzy::kDigestSize));
+      delay_seconds_(uint32_t(std::min<uint64_t>(config.delay_seconds, UINT32_MAX / 2))) {
+  limit_.rate = config.limit_rate;
+  limit_.burst = config.limit_burst;
+  limit_.mask = unsigned(config.limit_network_mask);
+  limit_.ttl_ms = config.limit_bucket_ttl_seconds * 1000;
+  limit_.max_buckets = size_t(config.limit_max_buckets);
+  limit_.log_only = config.limit_log_only;
 }
 
 bool FuzzyService::forbidden(uint32_t flag) const {
@@ -47,8 +44,8 @@ bool FuzzyService::forbidden(uint32_t flag) const {
 // but keeps its flags; the source may be whitelisted. The random part comes
 // from the request's tag and digest: the same for a retransmit.
 bool FuzzyService::delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer,
-                           uint32_t now) const {
-  if (delay_seconds_ == 0 || any_network_contains(delay_whitelist_, peer)) return false;
+                           uint32_t now, const AccessLists& lists) const {
+  if (delay_seconds_ == 0 || lists.delay_whitelist.contains(peer)) return false;
   uint64_t mix = req.tag * 0x9E3779B97F4A7C15ull;
   for (unsigned i = 0; i < 8; ++i) mix = (mix ^ req.digest[i]) * 0x100000001B3ull;
   const uint64_t jitter = (mix >> 11) % (uint64_t(delay_seconds_) / 2 + 1);
@@ -106,12 +103,13 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
                                                fuzzy::Request& req, ReplySeal& seal,
                                                uint8_t* reply, size_t& reply_len) {
   WorkerStats& stats = ctx.stats;
+  const AccessLists& access = lists(ctx);
   reply_len = 0;
   seal.encrypted = false;
   // A blocked source is dropped before anything of its request is read, as
   // rspamd 4.1.3+ drops it (on TCP rspamd closes the connection at accept;
   // here its frames are dropped one by one).
-  if (!blocked_.empty() && any_network_contains(blocked_, peer)) {
+  if (access.blocked.contains(peer)) {
     stats.blocked.add();
     return Disposition::drop;
   }
@@ -148,28 +146,12 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     case fuzzy::kCheck:
       stats.check.add();
       stats.key_checks[key].add();
-      return Disposition::check;
-    case fuzzy::kStat: {
-      // Count split as current rspamd reads it (value:flag), prob >= 1 so a
-      // 3.4 client, which reads `flag` and needs prob > 0.5, agrees (spec 15.7).
-      stats.stat.add();
-      const uint64_t count = store_.stored_hashes();
-      fuzzy::Reply r;
-      r.tag = req.tag;
-      r.value = static_cast<int32_t>(count >> 32);
-      r.flag = static_cast<uint32_t>(count);
-      r.prob = std::max(1.0f, static_cast<float>(count));
-      std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
-      reply_len = encode(req, seal, r, ctx, reply);
+      return limited_here(peer, access) ? Disposition::limit : Disposition::check;
+    case fuzzy::kStat:
+    case fuzzy::kPing:
+      if (limited_here(peer, access)) return Disposition::limit;
+      reply_len = answer_stat_or_ping(req, seal, ctx, reply);
       return Disposition::reply;
-    }
-    case fuzzy::kPing: {
-      stats.ping.add();
-      fuzzy::Reply r = acknowledgement(req);
-      r.value = req.value;  // the client's timestamp, echoed
-      reply_len = encode(req, seal, r, ctx, reply);
-      return Disposition::reply;
-    }
     default:
       break;
   }
@@ -182,7 +164,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
     return Disposition::reply;
   }
-  if (!any_network_contains(allow_update_, peer)) {
+  if (!access.allow_update.contains(peer)) {
     stats.forbidden.add();
     stats.key_errors[key].add();
     stats.errors_by_network.note(peer);
@@ -190,7 +172,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     return Disposition::reply;
   }
   // A digest in skip_hashes is never learned: 401, as rspamd (WRITE only).
-  if (req.cmd == fuzzy::kWrite && skipped(req.digest)) {
+  if (req.cmd == fuzzy::kWrite && access.skip_hashes.contains(req.digest)) {
     stats.skipped.add();
     stats.key_errors[key].add();
     reply_len = encode(req, seal, refusal(req, fuzzy::kResultSkipped), ctx, reply);
@@ -201,6 +183,55 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   // Codes rspamd 3.4 sends down the update path and acknowledges (spec 5).
   stats.other_command.add();
   reply_len = encode(req, seal, acknowledgement(req), ctx, reply);
+  return Disposition::reply;
+}
+
+size_t FuzzyService::answer_stat_or_ping(const fuzzy::Request& req, const ReplySeal& seal,
+                                         WorkerContext& ctx, uint8_t* reply) const {
+  if (req.cmd == fuzzy::kPing) {
+    ctx.stats.ping.add();
+    fuzzy::Reply r = acknowledgement(req);
+    r.value = req.value;  // the client's timestamp, echoed
+    return encode(req, seal, r, ctx, reply);
+  }
+  // STAT: the count split as current rspamd reads it (value:flag), prob >= 1
+  // so a 3.4 client, which reads `flag` and needs prob > 0.5, agrees (spec 15.7).
+  ctx.stats.stat.add();
+  const uint64_t count = store_.stored_hashes();
+  fuzzy::Reply r;
+  r.tag = req.tag;
+  r.value = static_cast<int32_t>(count >> 32);
+  r.flag = static_cast<uint32_t>(count);
+  r.prob = std::max(1.0f, static_cast<float>(count));
+  std::memcpy(r.digest, req.digest, fuzzy::kDigestSize);
+  return encode(req, seal, r, ctx, reply);
+}
+
+FuzzyService::Disposition FuzzyService::after_limit(NetworkLimiter::Verdict verdict,
+                                                    const fuzzy::Request& req, const ReplySeal& seal,
+                                                    WorkerContext& ctx, uint8_t* reply,
+                                                    size_t& reply_len) const {
+  WorkerStats& stats = ctx.stats;
+  reply_len = 0;
+  if (verdict == NetworkLimiter::Verdict::limited) stats.fuzzy_ratelimit_bans.add();
+  if (verdict != NetworkLimiter::Verdict::pass) {
+    if (limit_.log_only) {
+      stats.fuzzy_ratelimit_log_only.add();
+    } else if (req.cmd == fuzzy::kCheck) {
+      // 403 with flag 0, as rspamd answers (its clients show FUZZY_RATELIMITED).
+      stats.fuzzy_ratelimit_refused.add();
+      stats.key_errors[WorkerStats::key_slot(seal.encrypted, seal.keypair)].add();
+      fuzzy::Reply r = refusal(req, fuzzy::kResultForbidden);
+      r.flag = 0;
+      reply_len = encode(req, seal, r, ctx, reply);
+      return Disposition::reply;
+    } else {
+      stats.fuzzy_ratelimited.add();  // PING and STAT: silence, as rspamd
+      return Disposition::drop;
+    }
+  }
+  if (req.cmd == fuzzy::kCheck) return Disposition::check;
+  reply_len = answer_stat_or_ping(req, seal, ctx, reply);
   return Disposition::reply;
 }
 
@@ -241,7 +272,8 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
   r.matched_digest = true;
   // A hit on a digest in skip_hashes answers 401 with the stored record's
   // flag and digest, as rspamd 3.13+ does (only for a positive value).
-  if (rec.flags[0].value > 0 && skipped(rec.digest)) {
+  const AccessLists& access = lists(ctx);
+  if (rec.flags[0].value > 0 && access.skip_hashes.contains(rec.digest)) {
     stats.skipped.add();
     r.value = fuzzy::kResultSkipped;
     r.prob = 0;
@@ -249,7 +281,7 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
     r.matched_digest = false;
     return encode(req, seal, r, ctx, reply);
   }
-  if (delayed(req, rec.first_write, peer, now)) {
+  if (delayed(req, rec.first_write, peer, now, access)) {
     stats.delayed.add();
     r.value = 0;
     r.prob = 0;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "config/config.h"
@@ -15,6 +16,7 @@
 #include "engine/stats.h"
 #include "engine/worker_context.h"
 #include "store/fuzzy_store.h"
+#include "store/network_limiter.h"
 #include "wire/fuzzy_reply.h"
 #include "wire/fuzzy_request.h"
 
@@ -31,14 +33,18 @@ class FuzzyService {
 
   // drop: no reply. reply: the reply is written. check: a CHECK to look up
   // (answer_check). update: a WRITE/DEL for the digest's owner (apply_update).
-  enum class Disposition { drop, reply, check, update };
+  // limit: a CHECK, PING or STAT for the per-network limit to decide first,
+  // on the owner of the source network's bucket (limit_owner_hash), then
+  // after_limit().
+  enum class Disposition { drop, reply, check, update, limit };
 
   // Decrypts (when the datagram starts with "rsfe") and decodes `data` into
   // `req`, and says in `seal` how to answer. For STAT, PING, refusals and
   // other codes, writes the reply to `reply` (kMaxReply bytes) and returns
   // reply; for a CHECK returns check; for an allowed WRITE or DEL returns
   // update (the caller runs apply_update() on the owner of
-  // `shard_of_update()`); returns drop for anything malformed or
+  // `shard_of_update()`); for a CHECK, PING or STAT under the per-network
+  // limit returns limit; returns drop for anything malformed or
   // undecryptable, counting why. The plaintext of a request that fails its
   // MAC never leaves this function.
   Disposition accept(const uint8_t* data, size_t len, const sockaddr* peer, WorkerContext& ctx,
@@ -49,6 +55,22 @@ class FuzzyService {
   // together.
   size_t answer_check(const fuzzy::Request& req, const ReplySeal& seal, const CheckResult& result,
                       const sockaddr* peer, uint32_t now, WorkerContext& ctx, uint8_t* reply) const;
+
+  // The per-network limit (ratelimit_*), null when it is off.
+  const NetworkLimitSettings* limit() const { return limit_.enabled() ? &limit_ : nullptr; }
+  // The bucket key of a source that accept() sent to the limit.
+  NetworkKey limit_key(const sockaddr* peer) const {
+    NetworkKey key;
+    network_key_of(peer, unsigned(limit_.mask), key);
+    return key;
+  }
+  // After the limit's verdict on a request accept() returned limit for:
+  // refused (403 to a CHECK; PING and STAT dropped, as rspamd), or on as
+  // accept() would have gone (check, or the reply of PING and STAT).
+  // ratelimit_log_only serves what the limit would refuse.
+  Disposition after_limit(NetworkLimiter::Verdict verdict, const fuzzy::Request& req,
+                          const ReplySeal& seal, WorkerContext& ctx, uint8_t* reply,
+                          size_t& reply_len) const;
 
   unsigned shard_of_update(const fuzzy::Request& req) const {
     return store_.shard_of(store_.digest_hash(req.digest));
@@ -77,15 +99,27 @@ class FuzzyService {
 
  private:
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
+  // The answer to a STAT or PING.
+  size_t answer_stat_or_ping(const fuzzy::Request& req, const ReplySeal& seal, WorkerContext& ctx,
+                             uint8_t* reply) const;
+  bool limited_here(const sockaddr* peer, const AccessLists& access) const {
+    return limit_.enabled() && !limit_exempt_address(peer) && !access.limit_whitelist.contains(peer);
+  }
   fuzzy::Reply refusal(const fuzzy::Request& req, int32_t code) const;
   // delay: whether a hit on a record created at `created` answers as a miss.
-  bool delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer, uint32_t now) const;
+  bool delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer, uint32_t now,
+               const AccessLists& lists) const;
   // forbidden_ids: drops forbidden flags from `r` (false: nothing is left).
   bool hide_forbidden(fuzzy::Epoch epoch, fuzzy::Reply& r) const;
   bool forbidden(uint32_t flag) const;
+  // The maps this worker reads now: the engine's published ones, or (a
+  // service driven without an engine, in tests) the config's inline lists.
+  const AccessLists& lists(const WorkerContext& ctx) const {
+    return ctx.access != nullptr ? *ctx.access : *inline_lists_;
+  }
 
   FuzzyStore& store_;
-  std::vector<Network> allow_update_;
+  std::unique_ptr<const AccessLists> inline_lists_;
   const Sealer& sealer_;
   // reply_codes: what a plain request to an encrypted_only storage and a
   // refused write are answered with.
@@ -97,10 +131,7 @@ class FuzzyService {
   bool read_only_;
   std::vector<uint32_t> forbidden_ids_;
   uint32_t delay_seconds_;
-  std::vector<Network> delay_whitelist_;
-  std::vector<Network> blocked_;
-  std::vector<std::string> skip_hashes_;  // sorted raw digests
-  bool skipped(const uint8_t* digest) const;
+  NetworkLimitSettings limit_;
 };
 
 }  // namespace shingled

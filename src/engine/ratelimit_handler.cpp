@@ -66,7 +66,7 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   // not write is answered without touching the reply cache (it could
   // otherwise push out the entries that keep others' resends from being
   // applied twice). Requests that change nothing skip the cache too.
-  if (!service_.permitted(request_, p.peer) || (link_.sealer.encrypted_only() && !seal.encrypted)) {
+  if (!service_.permitted(request_, p.peer, link_.ctx.access) || (link_.sealer.encrypted_only() && !seal.encrypted)) {
     stats_.ratelimit_refused.add();
     uint8_t reply[kReplyBuffer];
     const size_t n = link_.sealer.finish_reply(

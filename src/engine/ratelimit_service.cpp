@@ -1,17 +1,18 @@
 // The rate-limit service's shared decisions (see ratelimit_service.h).
 #include "engine/ratelimit_service.h"
 
-#include "common/net_address.h"
+#include "engine/map_loader.h"
 
 namespace shingled {
 
 RatelimitService::RatelimitService(BucketStore& store, const Config& config)
-    : store_(store), rules_(config.ratelimit), allow_update_(config.allow_update) {}
+    : store_(store), rules_(config.ratelimit), inline_lists_(MapLoader(config).build()) {}
 
-bool RatelimitService::permitted(const ratelimit::Request& req, const sockaddr* peer) const {
+bool RatelimitService::permitted(const ratelimit::Request& req, const sockaddr* peer,
+                                 const AccessLists* access) const {
   bool changes = req.kind == ratelimit::kMessage;
   for (uint8_t i = 0; !changes && i < req.n; ++i) changes = req.buckets[i].op != ratelimit::kOpPeek;
-  return !changes || any_network_contains(allow_update_, peer);
+  return !changes || (access != nullptr ? *access : *inline_lists_).allow_update.contains(peer);
 }
 
 BucketParams RatelimitService::item_params(const ratelimit::BucketItem& item) const {

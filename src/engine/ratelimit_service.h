@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "access/access_lists.h"
 #include "config/config.h"
 #include "store/bucket_store.h"
 #include "store/ratelimit_message.h"
@@ -30,8 +32,10 @@ class RatelimitService {
   const RatelimitRules& rules() const { return rules_; }
 
   // Whether `peer` may send this request: everything but a bucket request
-  // made only of peeks changes state, so it needs allow_update.
-  bool permitted(const ratelimit::Request& req, const sockaddr* peer) const;
+  // made only of peeks changes state, so it needs allow_update (`access`:
+  // the maps the worker reads now; null: the config's inline lists).
+  bool permitted(const ratelimit::Request& req, const sockaddr* peer,
+                 const AccessLists* access) const;
 
   // The parameters of a bucket item (a caller's own bucket): its burst and
   // leak, the arithmetic and reservation lease of the config.
@@ -41,7 +45,7 @@ class RatelimitService {
  private:
   BucketStore& store_;
   RatelimitRules rules_;
-  std::vector<Network> allow_update_;
+  std::unique_ptr<const AccessLists> inline_lists_;
 };
 
 }  // namespace shingled

@@ -27,7 +27,7 @@ const std::vector<ServiceRow>& service_rows() {
        }},
       {"ratelimit",
        [](const Engine& e) -> Listeners {
-         return e.ratelimit_service() ? &e.config().ratelimit_bind_sockets : nullptr;
+         return e.ratelimit_service() ? &e.config().ratelimit_service_bind_sockets : nullptr;
        },
        [](Engine& e, uint8_t id, const WorkerLink& link) -> Handler {
          return std::make_unique<RatelimitHandler>(*e.ratelimit_service(), id, link);

@@ -43,6 +43,12 @@ class Counter {
   X(skipped, "answered 401: a WRITE of, or a CHECK that found, a digest in skip_hashes")    \
   X(forbidden_hidden, "CHECK hits answered as misses: every flag in forbidden_ids")        \
   X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
+  X(fuzzy_ratelimit_refused, "CHECKs answered 403: the source network is over ratelimit_burst or banned") \
+  X(fuzzy_ratelimited, "PING and STAT dropped: the source network is over its limit (rspamd's ratelimited_requests)") \
+  X(fuzzy_ratelimit_bans, "networks banned for going over ratelimit_burst")                \
+  X(fuzzy_ratelimit_log_only, "requests over the per-network limit served: ratelimit_log_only") \
+  X(fuzzy_ratelimit_forwarded, "limited requests handed to the core owning their network's bucket") \
+  X(fuzzy_ratelimit_evicted, "network buckets evicted: ratelimit_max_buckets reached")     \
   X(malformed, "datagrams dropped as malformed (all reasons)")                              \
   X(malformed_too_short, "dropped: shorter than 76 bytes")                                  \
   X(malformed_bad_version, "dropped: unknown protocol version")                             \
@@ -93,7 +99,7 @@ class Counter {
   X(ratelimit_pending_full, "rate-limit requests dropped: too many awaiting other cores")   \
   X(ratelimit_timeouts, "rate-limit requests dropped: another core did not answer in 1 s")  \
   X(ratelimit_buckets_expired, "buckets removed once drained or past expire (sweep)")       \
-  X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_max_buckets reached") \
+  X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_service_max_buckets reached") \
   X(loop_iterations, "worker loop iterations")                                              \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \

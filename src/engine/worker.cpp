@@ -122,6 +122,7 @@ void Worker::run(int cpu) {
       sleeping_.store(0, std::memory_order_relaxed);
     }
     now = LoopClock::now();  // the pass's one clock, after its wait
+    ctx_.access = &engine_.access().acquire(index_);  // a reloaded map, if any, from here on
     // Inbox first: an index insert or forwarded write another core queued
     // before this burst arrived is applied before the burst's CHECKs read
     // (a client that saw its write acknowledged finds it from any core).
@@ -146,6 +147,7 @@ void Worker::run(int cpu) {
     for (auto& h : handlers_) h->report_changes(report_epoch_ + 1, SIZE_MAX, last);
     feed_->flush();
   }
+  engine_.access().retire_reader(index_);
   exited_.store(true, std::memory_order_release);
 }
 

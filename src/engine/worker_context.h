@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "access/access_lists.h"
 #include "engine/shared_key_cache.h"
 #include "engine/stats.h"
 #include "store/fuzzy_store.h"
@@ -18,6 +19,9 @@ struct WorkerContext {
   SharedKeyCache keys;
   crypto::NonceSource nonces;
   FuzzyChangeSink* changes = nullptr;  // null: nothing is persisted
+  // The access-control maps, as published when this loop pass began (null:
+  // no engine publishes them; each service then uses its config's lists).
+  const AccessLists* access = nullptr;
 };
 
 }  // namespace shingled

@@ -14,7 +14,7 @@
 namespace shingled {
 
 struct BucketStoreOptions {
-  size_t max_buckets = 1'000'000;  // all shards together (ratelimit_max_buckets)
+  size_t max_buckets = 1'000'000;  // all shards together (ratelimit_service_max_buckets)
   unsigned shard_bits = 6;
   int64_t idle_expire_ms = 0;      // RatelimitRules::table_options()
   int64_t max_idle_ms = 0;         // the same: any bucket, `expire` after its last touch

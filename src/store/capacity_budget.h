@@ -1,4 +1,4 @@
-// One configured total (counters_max, ratelimit_max_buckets) shared by the
+// One configured total (counters_max, ratelimit_service_max_buckets) shared by the
 // tables of every shard. Each table is sized for its share plus room for
 // uneven placement; the budget is what enforces the total: a table takes a
 // unit before it creates an entry and gives it back when the entry goes, so

@@ -43,7 +43,7 @@ fi
 check "check-config of defaults" bash -c "'$shingled' --check-config | grep -q '127.0.0.1:11335'"
 # --check-config prints every option's value, --help-config lists every option
 check "check-config shows every option" bash -c \
-  "'$shingled' --check-config | grep -Eq '^  ratelimit_max_buckets +1000000\$' && '$shingled' --check-config | grep -Eq '^  sync +60s\$'"
+  "'$shingled' --check-config | grep -Eq '^  ratelimit_service_max_buckets +1000000\$' && '$shingled' --check-config | grep -Eq '^  sync +60s\$'"
 check "help-config lists options with defaults" bash -c \
   "'$shingled' --help-config | grep -A3 '^expire\$' | grep -q 'default: 90d'"
 check "help names all three ports" bash -c \

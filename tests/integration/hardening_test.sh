@@ -10,7 +10,7 @@
 #  3. data.mdb cut to half: shingled, shinglectl info and dump stop with
 #     "database truncated" (exit 1, not SIGBUS); cut to 0 bytes: refused, not
 #     taken for a new database.
-#  4. counters_max and ratelimit_max_buckets hold exactly (5,000 offered,
+#  4. counters_max and ratelimit_service_max_buckets hold exactly (5,000 offered,
 #     1,000 live), and the counters reload after a restart.
 #  9. a control client sending one byte every 0.8 s delays neither other
 #     clients nor SIGTERM.
@@ -161,7 +161,7 @@ fi
 
 # --- 4. capacities held exactly, and reloaded ---------------------------------
 d4="$tmp/cap"
-write_conf "$d4" "counters_max = 1000;" "ratelimit_max_buckets = 1000;"
+write_conf "$d4" "counters_max = 1000;" "ratelimit_service_max_buckets = 1000;"
 cport=$((port + 1)); rport=$((port + 2))
 sed -i "s|^counters_bind_socket = .*|counters_bind_socket = \"127.0.0.1:$cport\";|; s|^ratelimit_bind_socket = .*|ratelimit_bind_socket = \"127.0.0.1:$rport\";|" "$d4/shingled.conf"
 live_of() {  # live_of counters|ratelimit

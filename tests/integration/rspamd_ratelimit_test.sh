@@ -157,7 +157,7 @@ cat >"$S/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:$P_FUZZY";
 counters_bind_socket = [];
 ratelimit_bind_socket = "127.0.0.1:$P_RL";
-ratelimit_max_buckets = 65536;
+ratelimit_service_max_buckets = 65536;
 max_hashes = 10000;   # the fuzzy tables are not used here: keep them small
 workers = 2;
 hashfile = "$S/db";

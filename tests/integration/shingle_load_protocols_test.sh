@@ -36,7 +36,7 @@ ratelimit {
 workers = 2;
 max_hashes = 10k;
 counters_max = 1m;
-ratelimit_max_buckets = 1m;
+ratelimit_service_max_buckets = 1m;
 hashfile = "$tmp/db";
 control_socket = "$tmp/ctl.sock";
 CONF

@@ -192,8 +192,9 @@ TEST(ConfigAllowUpdate, comma_separated_string_and_localhost_are_understood) {
 TEST(ConfigAllowUpdate, bad_entries_report_their_line) {
   expect_error("allow_update = [\n  \"10.0.0.0/8\",\n  \"10.0.0.1/8\",\n]\n", 3,
                "host bits");
-  expect_error("\nallow_update = \"file:///etc/rspamd/fuzzy_allow.map\";\n", 2,
-               "maps (files, URLs) are not supported yet");
+  expect_error("\nallow_update = \"https://maps.example.com/fuzzy_allow.map\";\n", 2,
+               "shingled reads maps from files only (it fetches nothing from the network)");
+  expect_error("allow_update = \"file://fuzzy_allow.map\";\n", 1, "a map file needs an absolute path");
   expect_error("allow_update = \"\";", 1, "write [] to allow nobody");
 }
 
@@ -251,8 +252,7 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"allow_update_keys",
-                             "ratelimit_rate", "weak_ids", "dynamic_keys_map",
+  for (const char* option : {"allow_update_keys", "weak_ids", "dynamic_keys_map",
                              "master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
     expect_error(text, 2, "option '" + std::string(option) + "' is not supported yet");
@@ -499,6 +499,35 @@ TEST(ConfigCounters, a_fuzzy_listener_on_the_counters_default_port_says_what_to_
                "the service listens there by default: set counters_bind_socket");
 }
 
+// rspamd's per-network limit of the fuzzy worker (its ratelimit_* options):
+// off unless rate and burst are both set; a half-set limit is an error.
+TEST(ConfigAccessControl, the_per_network_limit_takes_rspamds_options) {
+  const Config off = load_ok("");
+  EXPECT_EQ(off.limit_burst, 0.0);
+  EXPECT_EQ(off.limit_network_mask, 24u);
+  EXPECT_EQ(off.limit_bucket_ttl_seconds, 3600u);
+  EXPECT_EQ(off.limit_max_buckets, 2000u);
+  const Config c = load_ok("ratelimit_rate = 0.5;\nratelimit_burst = 100;\nratelimit_network_mask = 16;\n"
+                           "ratelimit_bucket_ttl = 10min;\nratelimit_max_buckets = 5000;\n"
+                           "ratelimit_whitelist = [\"192.0.2.0/24\", \"/etc/rspamd/rl_white.map\"];\n"
+                           "ratelimit_log_only = true;\n");
+  EXPECT_EQ(c.limit_rate, 0.5);
+  EXPECT_EQ(c.limit_burst, 100.0);
+  EXPECT_EQ(c.limit_network_mask, 16u);
+  EXPECT_EQ(c.limit_bucket_ttl_seconds, 600u);
+  EXPECT_EQ(c.limit_max_buckets, 5000u);
+  EXPECT_EQ(c.limit_whitelist.size(), 1u);
+  EXPECT_EQ(c.map_files.ratelimit_whitelist, (Strings{"/etc/rspamd/rl_white.map"}));
+  EXPECT_TRUE(c.limit_log_only);
+  EXPECT_EQ(load_ok("ratelimit_rate = 0;\nratelimit_burst = 10;\n").limit_burst, 10.0) << "no leak: burst per ttl";
+  expect_error("ratelimit_rate = 100;\n", 1, "ratelimit_rate is set but ratelimit_burst is not");
+  expect_error("expire = 1d;\nratelimit_burst = 100;\n", 2, "ratelimit_burst is set but ratelimit_rate is not");
+  expect_error("ratelimit_rate = inf;\nratelimit_burst = 1;\n", 1, "must be finite");
+  expect_error("ratelimit_rate = -1;\nratelimit_burst = 1;\n", 1, "ratelimit_rate: must be");
+  expect_error("ratelimit_rate = 1;\nratelimit_burst = 0.5;\n", 2, "ratelimit_burst: must be");
+  expect_error("ratelimit_network_mask = 33;\n", 1, "ratelimit_network_mask: must be");
+}
+
 }  // namespace
 }  // namespace shingled
 
@@ -509,10 +538,10 @@ namespace {
 
 TEST(ConfigRatelimit, defaults_limit_nothing_and_listen_on_loopback_11336) {
   const Config cfg = default_config();
-  ASSERT_EQ(cfg.ratelimit_bind_sockets.size(), 1u);
-  EXPECT_EQ(format_sockaddr(reinterpret_cast<const sockaddr*>(&cfg.ratelimit_bind_sockets[0].addr)),
+  ASSERT_EQ(cfg.ratelimit_service_bind_sockets.size(), 1u);
+  EXPECT_EQ(format_sockaddr(reinterpret_cast<const sockaddr*>(&cfg.ratelimit_service_bind_sockets[0].addr)),
             "127.0.0.1:11336");
-  EXPECT_EQ(cfg.ratelimit_max_buckets, 1'000'000u);
+  EXPECT_EQ(cfg.ratelimit_service_max_buckets, 1'000'000u);
   for (const auto& family : cfg.ratelimit.rates) EXPECT_TRUE(family.empty());
   EXPECT_EQ(cfg.ratelimit.whitelisted_rcpts, (std::vector<std::string>{"postmaster", "mailer-daemon"}));
   EXPECT_EQ(cfg.ratelimit.bounce_senders.size(), 6u);
@@ -524,8 +553,8 @@ TEST(ConfigRatelimit, defaults_limit_nothing_and_listen_on_loopback_11336) {
 
 TEST(ConfigRatelimit, every_rspamd_rates_form_is_read) {
   const Config cfg = load_ok(
-      "ratelimit_bind_socket = \"127.0.0.1:11336\";\n"
-      "ratelimit_max_buckets = 2m;\n"
+      "ratelimit_bind_socket = \"127.0.0.1:11336\";\n"  // the old name, an alias
+      "ratelimit_service_max_buckets = 2m;\n"
       "ratelimit {\n"
       "  rates {\n"
       "    to = [100, 0.033333333];\n"
@@ -546,8 +575,8 @@ TEST(ConfigRatelimit, every_rspamd_rates_form_is_read) {
       "  ham_factor_rate = 1.05;\n"
       "}\n");
   const RatelimitConfig& r = cfg.ratelimit;
-  ASSERT_EQ(cfg.ratelimit_bind_sockets.size(), 1u);
-  EXPECT_EQ(cfg.ratelimit_max_buckets, 2'000'000u);
+  ASSERT_EQ(cfg.ratelimit_service_bind_sockets.size(), 1u);
+  EXPECT_EQ(cfg.ratelimit_service_max_buckets, 2'000'000u);
   auto family = [&](RateFamily f) { return r.rates[size_t(f) - 1]; };
   ASSERT_EQ(family(RateFamily::to).size(), 1u);
   EXPECT_EQ(family(RateFamily::to)[0].burst, 100);
@@ -622,8 +651,8 @@ TEST(ConfigRatelimit, mistakes_stop_start_up_with_line_and_reason) {
       1, "80 buckets per message");
   expect_error("ratelimit_bind_socket = \"127.0.0.1:11335\";\n", 1,
                "is also the fuzzy storage's bind_socket");
-  expect_error("ratelimit_bind_socket = \"127.0.0.1:99999\";\n", 1, "ratelimit_bind_socket");
-  expect_error("ratelimit_max_buckets = 0;\n", 1, "ratelimit_max_buckets: must be");
+  expect_error("ratelimit_service_bind_socket = \"127.0.0.1:99999\";\n", 1, "ratelimit_service_bind_socket");
+  expect_error("ratelimit_service_max_buckets = 0;\n", 1, "ratelimit_service_max_buckets: must be");
 }
 
 // Current rspamd's stock fuzzy worker (rspamd.conf's block with
@@ -678,7 +707,7 @@ TEST(ConfigAccessControl, read_only_forbidden_ids_and_delay_as_rspamd_writes_the
   expect_error("forbidden_ids = [1, x];\n", 1, "forbidden_ids: 'x' is not a flag");
   expect_error("forbidden_ids = 4294967296;\n", 1, "is not a flag");
   expect_error("delay = 0;\n", 1, "delay: must be between 1s and 366d");
-  expect_error("delay_whitelist = \"/etc/rspamd/delay.map\";\n", 1, "maps (files, URLs) are not supported yet");
+  expect_error("delay_whitelist = \"http://example.com/delay.map\";\n", 1, "reads maps from files only");
   expect_error("read_only = sometimes;\n", 1, "'sometimes' is not a boolean");
 }
 
@@ -689,11 +718,31 @@ TEST(ConfigAccessControl, blocked_and_skip_hashes_inline) {
   ASSERT_EQ(cfg.skip_hashes.size(), 2u);
   EXPECT_EQ(cfg.skip_hashes[0], std::string(64, char(0xaa)));
   expect_error("skip_hashes = \"abc\";\n", 1, "skip_hashes: 'abc' is not a digest of 128 hex digits");
-  expect_error("skip_hashes = \"/etc/rspamd/skip.map\";\n", 1, "maps (files, URLs) are not supported yet");
+  expect_error("skip_hashes = \"https://example.com/skip.map\";\n", 1, "reads maps from files only");
   expect_error("blocked = \"10.0.0.1/8\";\n", 1, "blocked:");
   std::string many = "blocked = [";
   for (int i = 0; i < 4097; ++i) many += "\"10." + std::to_string(i / 256) + "." + std::to_string(i % 256) + ".1\", ";
-  expect_error(many + "];\n", 1, "blocked: more than 4096 addresses and networks");
+  expect_error(many + "];\n", 1, "blocked: more than 4096 inline addresses and networks (put a longer list in a map file)");
+}
+
+// rspamd's map syntax: a string that is an absolute path or a file:// URL
+// names a file (read later, by the MapLoader), anything else is inline;
+// both may be mixed, in one array or over repeated settings.
+TEST(ConfigAccessControl, map_files_are_remembered_beside_inline_entries) {
+  Config cfg = load_ok("blocked = [\"192.0.2.1\", \"/etc/rspamd/fuzzy_blocked.map\"];\n"
+                       "blocked = \"file:///etc/rspamd/more_blocked.map\";\n"
+                       "allow_update = \"file:///etc/rspamd/writers.map\";\n"
+                       "delay_whitelist = \"/etc/rspamd/delay_whitelist.map\";\n"
+                       "skip_hashes = \"/etc/rspamd/skip.map\";\n");
+  EXPECT_EQ(cfg.blocked.size(), 1u);
+  EXPECT_EQ(cfg.map_files.blocked,
+            (Strings{"/etc/rspamd/fuzzy_blocked.map", "/etc/rspamd/more_blocked.map"}));
+  EXPECT_TRUE(cfg.allow_update.empty()) << "a map replaces the default localhost";
+  EXPECT_EQ(cfg.map_files.allow_update, (Strings{"/etc/rspamd/writers.map"}));
+  EXPECT_EQ(cfg.map_files.delay_whitelist, (Strings{"/etc/rspamd/delay_whitelist.map"}));
+  EXPECT_EQ(cfg.map_files.skip_hashes, (Strings{"/etc/rspamd/skip.map"}));
+  EXPECT_EQ(cfg.max_map_entries, 1000000u);
+  expect_error("max_map_entries = 0;\n", 1, "max_map_entries");
 }
 
 // TCP beside UDP (rspamd 3.14+) is io_uring's: on by default there, off by
@@ -716,7 +765,6 @@ TEST(ConfigTcp, tcp_follows_the_backend_and_is_refused_where_it_cannot_be_served
 TEST(ConfigStockWorker, other_worker_options_are_refused_with_their_reason) {
   expect_error("dedicated_update_worker = true;\n", 1, "there is no update worker to dedicate");
   expect_error("updates_maxfail = 3;\n", 1, "a failed sync is retried until it commits");
-  expect_error("ratelimit_rate = 100;\n", 1, "option 'ratelimit_rate' is not supported yet: access control");
   expect_error("rlimit_nofile = 100000;\n", 1, "LimitNOFILE");
 }
 

@@ -68,7 +68,7 @@ Config fuzzy_only_defaults() {
   Config config = default_config();
   config.bind_sockets.clear();
   config.counters_bind_sockets.clear();
-  config.ratelimit_bind_sockets.clear();
+  config.ratelimit_service_bind_sockets.clear();
   return config;
 }
 

@@ -362,5 +362,92 @@ TEST(AccessControl, skip_hashes_are_never_learned_or_matched) {
   EXPECT_EQ(h.ctx.stats.skipped.get(), 2u);
 }
 
+
+// rspamd's per-network limit (ratelimit_*): CHECKs over the burst get 403
+// with flag 0, PING and STAT silence, until the ban ends; loopback and the
+// whitelist are never limited; log_only serves all.
+struct LimitedService {
+  explicit LimitedService(test::ServiceHarness& h, bool log_only = false) : h(h) {
+    Config c = test::ServiceHarness::config(false, FuzzyReplyCodes::current);
+    c.limit_rate = 0;
+    c.limit_burst = 3;
+    c.limit_bucket_ttl_seconds = 10;
+    c.limit_max_buckets = 100;
+    c.limit_network_mask = 24;
+    c.limit_log_only = log_only;
+    Network w;
+    std::string err;
+    parse_network("198.51.100.0/24", w, err);
+    c.limit_whitelist = {w};
+    svc = std::make_unique<FuzzyService>(h.store, c, h.sealer);
+    limiter = std::make_unique<NetworkLimiter>(*svc->limit());
+  }
+  // The reply to `cmd` from `from` at `at` seconds, or empty for silence.
+  std::vector<uint8_t> ask(uint8_t cmd, const char* from, uint32_t at) {
+    sockaddr_in peer = h.peer;
+    inet_pton(AF_INET, from, &peer.sin_addr);
+    const sockaddr* p = reinterpret_cast<sockaddr*>(&peer);
+    const std::vector<uint8_t> w = encode(make_request(6, cmd, 1, 1));
+    fuzzy::Request req;
+    ReplySeal seal;
+    uint8_t reply[kMaxReply];
+    size_t len = 0;
+    FuzzyService::Disposition d = svc->accept(w.data(), w.size(), p, h.ctx, req, seal, reply, len);
+    if (d == FuzzyService::Disposition::limit) {
+      d = svc->after_limit(limiter->charge(svc->limit_key(p), uint64_t(at) * 1000), req, seal, h.ctx, reply, len);
+    }
+    if (d == FuzzyService::Disposition::check) {
+      len = svc->answer_check(req, seal, h.store.check(req, at), p, at, h.ctx, reply);
+    } else if (d != FuzzyService::Disposition::reply) {
+      return {};
+    }
+    return {reply, reply + len};
+  }
+  test::ServiceHarness& h;
+  std::unique_ptr<FuzzyService> svc;
+  std::unique_ptr<NetworkLimiter> limiter;
+};
+
+TEST(AccessControl, a_network_over_its_burst_gets_403_then_silence_until_the_ban_ends) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(6, fuzzy::kWrite, 1, 1)));
+  LimitedService s(h);
+  for (int i = 1; i <= 3; ++i) {
+    const std::vector<uint8_t> r = s.ask(fuzzy::kCheck, "192.0.2.1", h.now);
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(load_le_f32(r.data() + 12), 1.0f) << "request " << i << " within the burst: a hit";
+  }
+  std::vector<uint8_t> r = s.ask(fuzzy::kCheck, "192.0.2.99", h.now);
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(load_le32(r.data()), 403u) << "request 4 from the same /24: refused";
+  EXPECT_EQ(load_le32(r.data() + 4), 0u) << "flag 0, as rspamd";
+  EXPECT_EQ(load_le_f32(r.data() + 12), 0.0f);
+  EXPECT_TRUE(s.ask(fuzzy::kPing, "192.0.2.1", h.now).empty()) << "PING: silence";
+  EXPECT_TRUE(s.ask(fuzzy::kStat, "192.0.2.1", h.now).empty()) << "STAT: silence";
+  EXPECT_EQ(load_le32(s.ask(fuzzy::kCheck, "192.0.2.1", h.now + 9).data()), 403u) << "banned still";
+  EXPECT_FALSE(s.ask(fuzzy::kPing, "192.0.2.1", h.now + 11).empty()) << "10 s on, the bucket is gone";
+  EXPECT_EQ(load_le_f32(s.ask(fuzzy::kCheck, "192.0.2.1", h.now + 11).data() + 12), 1.0f);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(load_le_f32(s.ask(fuzzy::kCheck, "198.51.100.7", h.now).data() + 12), 1.0f) << "whitelisted";
+    EXPECT_EQ(load_le_f32(s.ask(fuzzy::kCheck, "127.0.0.1", h.now).data() + 12), 1.0f) << "loopback";
+  }
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimit_bans.get(), 1u);
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimit_refused.get(), 2u);
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimited.get(), 2u);
+}
+
+TEST(AccessControl, log_only_counts_bans_and_refuses_nothing) {
+  test::ServiceHarness h;
+  h.exchange(encode(make_request(6, fuzzy::kWrite, 1, 1)));
+  LimitedService s(h, true);
+  for (int i = 1; i <= 10; ++i) {
+    EXPECT_EQ(load_le_f32(s.ask(fuzzy::kCheck, "192.0.2.1", h.now).data() + 12), 1.0f) << i;
+  }
+  EXPECT_FALSE(s.ask(fuzzy::kPing, "192.0.2.1", h.now).empty());
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimit_bans.get(), 1u);
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimit_log_only.get(), 8u);
+  EXPECT_EQ(h.ctx.stats.fuzzy_ratelimit_refused.get(), 0u);
+}
+
 }  // namespace
 }  // namespace shingled

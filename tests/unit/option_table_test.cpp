@@ -60,8 +60,8 @@ TEST(OptionTable, every_default_loads_and_shows_as_listed) {
   EXPECT_TRUE(c.pin_workers);
   EXPECT_EQ(c.hashfile, "data/shingled.lmdb");
   EXPECT_EQ(c.control_socket, "data/shingled.sock");
-  ASSERT_EQ(c.ratelimit_bind_sockets.size(), 1u);
-  EXPECT_EQ(c.ratelimit_bind_sockets[0].text, "127.0.0.1:11336");
+  ASSERT_EQ(c.ratelimit_service_bind_sockets.size(), 1u);
+  EXPECT_EQ(c.ratelimit_service_bind_sockets[0].text, "127.0.0.1:11336");
 }
 
 TEST(OptionTable, listing_and_resolved_config_name_every_option) {
@@ -85,10 +85,19 @@ TEST(OptionTable, resolved_config_shows_what_the_file_set) {
                                "t.conf", c, error))
       << error.to_string();
   const std::string resolved = render_resolved_config(c);
-  for (const char* line : {"expire                       36h\n", "max_memory                   2147483648 bytes\n",
-                           "workers                      3\n", "allow_update                 (nobody)\n",
-                           "bind_socket                  [::1]:7\n"}) {
-    EXPECT_NE(resolved.find(std::string("  ") + line), std::string::npos) << line << "in:\n" << resolved;
+  for (const char* line : {"expire 36h\n", "max_memory 2147483648 bytes\n", "workers 3\n",
+                           "allow_update (nobody)\n", "bind_socket [::1]:7\n"}) {
+    // Columns: the name, then its value after the longest name's width.
+    const std::string text = line;
+    const size_t space = text.find(' ');
+    const std::string name = text.substr(0, space);
+    const std::string all = "\n" + resolved;
+    const size_t at = all.find("\n  " + name + " ");
+    ASSERT_NE(at, std::string::npos) << name << " in:\n" << resolved;
+    const size_t end = all.find('\n', at + 1);
+    std::string row = all.substr(at + 3, end - at - 3);
+    const size_t value = row.find_first_not_of(' ', name.size());
+    EXPECT_EQ(row.substr(0, name.size()) + " " + row.substr(value) + "\n", text) << resolved;
   }
 }
 

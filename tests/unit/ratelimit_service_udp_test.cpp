@@ -123,7 +123,7 @@ class RatelimitServiceUdp : public test::EngineUdpFixture {
   void start(const std::string& allow, bool encrypted_only = false) {
     Config config = restart_config(allow);
     std::string err;
-    ASSERT_TRUE(parse_listen_address(service_address(), config.ratelimit_bind_sockets, err));
+    ASSERT_TRUE(parse_listen_address(service_address(), config.ratelimit_service_bind_sockets, err));
     // to: 2 messages, no leak; bounce_to: 1 message, no leak.
     config.ratelimit.rates[size_t(RateFamily::to) - 1] = {RateBucket{2, 0}};
     config.ratelimit.rates[size_t(RateFamily::bounce_to) - 1] = {RateBucket{1, 0}};

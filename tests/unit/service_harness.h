@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 
+#include <memory>
 #include <vector>
 
 #include "config/config_loader.h"
@@ -46,8 +47,16 @@ struct ServiceHarness {
     ReplySeal seal;
     uint8_t reply[kMaxReply];
     size_t len = 0;
-    switch (service.accept(wire.data(), wire.size(), reinterpret_cast<sockaddr*>(&peer), ctx, req,
-                           seal, reply, len)) {
+    FuzzyService::Disposition d = service.accept(wire.data(), wire.size(),
+                                                 reinterpret_cast<sockaddr*>(&peer), ctx, req, seal, reply, len);
+    if (d == FuzzyService::Disposition::limit) {
+      // One core owns every network here; the monotonic clock is `now`'s.
+      if (!limiter) limiter = std::make_unique<NetworkLimiter>(*service.limit());
+      const NetworkKey key = service.limit_key(reinterpret_cast<sockaddr*>(&peer));
+      d = service.after_limit(limiter->charge(key, uint64_t(now) * 1000), req, seal, ctx, reply, len);
+    }
+    switch (d) {
+      case FuzzyService::Disposition::limit:
       case FuzzyService::Disposition::drop:
         return {};
       case FuzzyService::Disposition::update:
@@ -67,6 +76,7 @@ struct ServiceHarness {
   Sealer sealer;
   FuzzyService service;
   DirectIndexSink index;
+  std::unique_ptr<NetworkLimiter> limiter;  // made when the config limits
   WorkerContext ctx{64};
   sockaddr_in peer{};
   uint32_t now = 1'795'364'295;  // around the captures' time

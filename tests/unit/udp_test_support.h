@@ -36,7 +36,7 @@ inline Config two_worker_config(const std::string& allow) {
   config.bind_sockets.clear();
   parse_listen_address("127.0.0.1:" + std::to_string(free_udp_port()), config.bind_sockets, err);
   config.counters_bind_sockets.clear();
-  config.ratelimit_bind_sockets.clear();
+  config.ratelimit_service_bind_sockets.clear();
   Network net;
   parse_network(allow, net, err);
   config.allow_update = {net};
