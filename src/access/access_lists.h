@@ -5,6 +5,7 @@
 #pragma once
 
 #include "access/digest_set.h"
+#include "access/key_rules.h"
 #include "access/network_set.h"
 
 namespace shingled {
@@ -15,6 +16,8 @@ struct AccessLists {
   NetworkSet delay_whitelist;
   NetworkSet limit_whitelist;  // ratelimit_whitelist
   DigestSet skip_hashes;
+  DigestSet allow_update_keys;  // keypair ids (BLAKE2b-512 of the public key)
+  DynamicKeys dynamic_keys;
 };
 
 }  // namespace shingled

@@ -1,7 +1,10 @@
 // Entries of the access-control maps (see map_entries.h).
 #include "access/map_entries.h"
 
+#include <algorithm>
+
 #include "common/hex.h"
+#include "wire/base32.h"
 
 namespace shingled {
 
@@ -25,6 +28,17 @@ bool parse_digest_entry(const std::string& entry, Digest& out, std::string& erro
   if (decode_hex(entry, out.data(), out.size())) return true;
   error = "'" + entry.substr(0, 40) + (entry.size() > 40 ? "...'" : "'") +
           " is not a digest of 128 hex digits";
+  return false;
+}
+
+bool parse_key_id_entry(const std::string& entry, Digest& out, std::string& error) {
+  std::vector<uint8_t> raw;
+  if (base32_decode(entry, raw) && raw.size() == out.size()) {
+    std::copy(raw.begin(), raw.end(), out.begin());
+    return true;
+  }
+  error = "'" + entry.substr(0, 40) + (entry.size() > 40 ? "...'" : "'") +
+          " is not a keypair id (103 base32 characters, as rspamadm keypair prints `id`)";
   return false;
 }
 

@@ -16,4 +16,8 @@ bool parse_network_entry(const std::string& entry, std::vector<Network>& out, st
 
 bool parse_digest_entry(const std::string& entry, Digest& out, std::string& error);
 
+// A keypair's id as rspamd prints it (`rspamadm keypair`: base32 of the
+// BLAKE2b-512 of its public key, 103 characters): allow_update_keys.
+bool parse_key_id_entry(const std::string& entry, Digest& out, std::string& error);
+
 }  // namespace shingled

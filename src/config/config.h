@@ -33,6 +33,28 @@ struct InterfaceAddress {
 // Most keypairs one server holds (per-key counters are fixed arrays).
 inline constexpr size_t kMaxKeypairs = 16;
 
+// What a request encrypted to one keypair may do (rspamd's key flags).
+inline constexpr uint8_t kKeyRead = 1;    // CHECK
+inline constexpr uint8_t kKeyWrite = 2;   // WRITE
+inline constexpr uint8_t kKeyDelete = 4;  // DEL
+// Flags one key's own forbidden_ids may name (they ride with each request).
+inline constexpr size_t kMaxKeyForbiddenIds = 8;
+
+// rspamd's per-keypair `extensions { }`: what requests to this key may do
+// (allowed_ops, read_only), the flags hidden from them (forbidden_ids, which
+// replaces the global list for this key), their own CHECK limit (ratelimit,
+// one bucket for the key, 403 without a ban), the day the key stops
+// working for CHECKs (expire) and a name for stats and logs.
+struct KeyExtensions {
+  uint8_t ops = kKeyRead;  // rspamd's default: a key may read only
+  bool forbidden_given = false;
+  std::vector<uint32_t> forbidden_ids;
+  double limit_burst = 0;  // 0: no limit of its own
+  double limit_rate = 0;   // per second
+  uint32_t expire_unix = 0;  // 0: never; else 00:00 UTC of the `expire` day
+  std::string name;
+};
+
 // A `keypair { pubkey = ...; privkey = ...; }` block as written; the daemon
 // decodes and checks the keys (wire/keypair_text.h) and reports problems at
 // `line`.
@@ -40,6 +62,7 @@ struct KeypairText {
   std::string pubkey;
   std::string privkey;
   std::string encoding = "base32";  // or "hex"
+  KeyExtensions extensions;
   int line = 0;
 };
 
@@ -51,6 +74,7 @@ struct MapFiles {
   std::vector<std::string> delay_whitelist;
   std::vector<std::string> skip_hashes;
   std::vector<std::string> ratelimit_whitelist;
+  std::vector<std::string> allow_update_keys;
 };
 
 // Every option's default, range and help text is its row in
@@ -72,6 +96,15 @@ struct Config {
   std::vector<Network> delay_whitelist; // sources that see hits at once
   std::vector<Network> blocked;         // sources whose requests are dropped unread
   std::vector<std::string> skip_hashes; // digests (raw 64 bytes) answered 401, never stored or hit
+  std::vector<uint32_t> weak_ids;       // writes of these flags never evict another flag
+  // Writes by key (rspamd's): keypair ids (raw 64 bytes) whose requests may
+  // write, and whether allow_update was written (when it was not and keys
+  // grant writes, the source address grants nothing: rspamd's rule).
+  std::vector<std::string> allow_update_keys;
+  bool allow_update_given = false;
+  // Keypairs added and removed at run time: a file of keypair blocks
+  // (a UCL or JSON array), reloaded as the maps are.
+  std::string dynamic_keys_map;
   // The map files these options also name, read at start and reloaded
   // when they change (engine/map_loader.h); the vectors above hold their
   // inline entries.

@@ -80,6 +80,7 @@ class Loader {
       if (!parser_.given("ratelimit_service_bind_socket")) follow_fuzzy_address(cfg_.ratelimit_service_bind_sockets, 11336);
       if (!check_dpdk()) return false;
     }
+    cfg_.allow_update_given = parser_.given("allow_update");
     // rspamd leaves its limit off unless both are set; half a limit here is
     // a mistake to say at once rather than a protection that is not there.
     const int rate_line = parser_.line_of("ratelimit_rate"), burst_line = parser_.line_of("ratelimit_burst");

@@ -14,6 +14,7 @@
 #include "access/map_entries.h"
 #include "access/map_file.h"
 #include "common/net_address.h"
+#include "config/keypair_block.h"
 #include "config/option_parser.h"
 #include "config/ratelimit_config_loader.h"
 #include "config/ucl_values.h"
@@ -150,6 +151,50 @@ bool apply_allow_update(const UclNode& m, OptionParser& p) {
   return apply_networks(m, p, p.config().allow_update, p.config().map_files.allow_update);
 }
 
+// allow_update_keys: keypair ids (rspamadm's `id`), inline or map files.
+bool apply_allow_update_keys(const UclNode& m, OptionParser& p) {
+  std::vector<const UclNode*> items;
+  if (!p.scalar_items(m, items)) return false;
+  std::vector<std::string>& ids = p.config().allow_update_keys;
+  std::vector<std::string>& files = p.config().map_files.allow_update_keys;
+  if (p.first_setting()) {
+    ids.clear();
+    files.clear();
+  }
+  for (const UclNode* item : items) {
+    const bool ok = apply_map_item(m, *item, p, files, [&](const std::string& e) {
+      Digest id;
+      std::string err;
+      if (!parse_key_id_entry(e, id, err)) return p.fail(item->line, "allow_update_keys: " + err);
+      if (ids.size() >= kMaxNetworks) {
+        return p.fail(item->line, "allow_update_keys: more than 4096 inline ids (put them in a map file)");
+      }
+      ids.emplace_back(reinterpret_cast<const char*>(id.data()), id.size());
+      return true;
+    });
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool apply_dynamic_keys_map(const UclNode& m, OptionParser& p) {
+  std::string path;
+  switch (classify_map_source(m.text, path)) {
+    case MapSourceKind::file:
+      if (!path.empty() && path[0] == '/') break;
+      [[fallthrough]];
+    case MapSourceKind::inline_list:
+      return p.fail(m.line, "dynamic_keys_map: '" + m.text + "' is not a file: give an absolute path "
+                                                            "or file:// (a UCL or JSON array of keypair blocks)");
+    case MapSourceKind::url:
+      return p.fail(m.line, "dynamic_keys_map: '" + m.text +
+                                "': shingled reads maps from files only (it fetches nothing from the "
+                                "network); download the map and give its path");
+  }
+  p.config().dynamic_keys_map = path;
+  return true;
+}
+
 bool apply_delay_whitelist(const UclNode& m, OptionParser& p) {
   return apply_networks(m, p, p.config().delay_whitelist, p.config().map_files.delay_whitelist);
 }
@@ -189,73 +234,41 @@ bool apply_skip_hashes(const UclNode& m, OptionParser& p) {
   return true;
 }
 
-// forbidden_ids: flags, as a number, a list in a string or an array.
-bool apply_forbidden_ids(const UclNode& m, OptionParser& p) {
+// Flags, as a number, a list in a string or an array (forbidden_ids, weak_ids).
+bool apply_flag_list(const UclNode& m, OptionParser& p, std::vector<uint32_t>& ids) {
   std::vector<const UclNode*> items;
   if (!p.scalar_items(m, items)) return false;
-  std::vector<uint32_t>& ids = p.config().forbidden_ids;
   if (p.first_setting()) ids.clear();
   for (const UclNode* item : items) {
     for (const std::string& entry : split_inline_list(item->text)) {
       uint64_t n = 0;
       std::string err;
       if (!ucl_to_uint(entry, n, err) || n > UINT32_MAX) {
-        return p.fail(item->line, "forbidden_ids: '" + entry + "' is not a flag (0..4294967295)");
+        return p.fail(item->line, m.key + ": '" + entry + "' is not a flag (0..4294967295)");
       }
-      if (ids.size() >= 1024) return p.fail(item->line, "forbidden_ids: more than 1024 flags");
+      if (ids.size() >= 1024) return p.fail(item->line, m.key + ": more than 1024 flags");
       if (std::find(ids.begin(), ids.end(), uint32_t(n)) == ids.end()) ids.push_back(uint32_t(n));
     }
   }
   return true;
 }
+bool apply_forbidden_ids(const UclNode& m, OptionParser& p) {
+  return apply_flag_list(m, p, p.config().forbidden_ids);
+}
+bool apply_weak_ids(const UclNode& m, OptionParser& p) { return apply_flag_list(m, p, p.config().weak_ids); }
 
 // keypair { privkey = "..."; pubkey = "..."; encoding; type; algorithm; id }
 // as `rspamadm keypair -u` prints it; repeatable. The keys themselves are
 // decoded and checked by the daemon, which reports errors at this line.
 bool apply_keypair(const UclNode& m, OptionParser& p) {
-  if (!m.is_object()) {
-    return p.fail(m.line, "keypair must be a block: keypair { pubkey = \"...\"; privkey = \"...\"; }");
-  }
   std::vector<KeypairText>& keypairs = p.config().keypairs;
   if (keypairs.size() >= kMaxKeypairs) {
     return p.fail(m.key_line, "more than " + std::to_string(kMaxKeypairs) + " keypairs");
   }
   KeypairText kp;
-  kp.line = m.key_line;
-  std::map<std::string, int> fields;
-  for (const UclNode& f : m.children) {
-    if (!f.is_scalar()) return p.fail(f.line, "keypair: '" + f.key + "' takes a single string");
-    if (!fields.emplace(f.key, f.key_line).second) {
-      return p.fail(f.key_line, "keypair: '" + f.key + "' is set twice, at lines " +
-                                    std::to_string(fields[f.key]) + " and " +
-                                    std::to_string(f.key_line));
-    }
-    if (f.key == "pubkey") {
-      kp.pubkey = f.text;
-    } else if (f.key == "privkey") {
-      kp.privkey = f.text;
-    } else if (f.key == "encoding") {
-      if (f.text != "base32" && f.text != "hex") {
-        return p.fail(f.line, "keypair: encoding '" + f.text + "' is not \"base32\" or \"hex\"");
-      }
-      kp.encoding = f.text;
-    } else if (f.key == "type") {
-      if (f.text != "kex") {
-        return p.fail(f.line, "keypair: type '" + f.text +
-                                  "' cannot encrypt: the fuzzy protocol needs a \"kex\" keypair");
-      }
-    } else if (f.key == "algorithm") {
-      if (f.text != "curve25519") {
-        return p.fail(f.line, "keypair: algorithm '" + f.text +
-                                  "' is not supported (rspamd's fuzzy storage refuses it too): "
-                                  "use curve25519");
-      }
-    } else if (f.key != "id" && f.key != "name") {
-      return p.fail(f.key_line, "keypair: unknown field '" + f.key + "'");
-    }
-  }
-  if (kp.pubkey.empty()) return p.fail(m.key_line, "keypair: no pubkey");
-  if (kp.privkey.empty()) return p.fail(m.key_line, "keypair: no privkey");
+  int line = 0;
+  std::string error;
+  if (!parse_keypair_block(m, kp, line, error)) return p.fail(line, error);
   keypairs.push_back(std::move(kp));
   return true;
 }
@@ -416,6 +429,17 @@ std::string show_skip_hashes(const Config& c) {
   for (const std::string& f : c.map_files.skip_hashes) out += (out.empty() ? "file " : ", file ") + f;
   return out.empty() ? "(none)" : out;
 }
+std::string show_allow_update_keys(const Config& c) {
+  std::string out = c.allow_update_keys.empty() ? "" : std::to_string(c.allow_update_keys.size()) + " key id(s)";
+  for (const std::string& f : c.map_files.allow_update_keys) out += (out.empty() ? "file " : ", file ") + f;
+  return out.empty() ? "(none)" : out;
+}
+std::string show_weak_ids(const Config& c) {
+  return joined(c.weak_ids, [](uint32_t f) { return std::to_string(f); }, "(none)");
+}
+std::string show_dynamic_keys_map(const Config& c) {
+  return c.dynamic_keys_map.empty() ? "(none)" : c.dynamic_keys_map;
+}
 std::string show_forbidden_ids(const Config& c) {
   return joined(c.forbidden_ids, [](uint32_t f) { return std::to_string(f); }, "(none)");
 }
@@ -530,6 +554,18 @@ const OptionRow kRows[] = {
      "flags a CHECK never answers with: dropped from multi-flag replies (the next flag "
      "answers), a 96- or 16-byte reply of such a flag answers as a miss",
      {}, apply_forbidden_ids, show_forbidden_ids, true},
+    {"weak_ids", {}, OptionKind::words, 0, 0, nullptr, "(none)",
+     "flags whose WRITEs are weak: they take a free flag slot of a digest but never evict "
+     "another flag when all 8 are in use",
+     {}, apply_weak_ids, show_weak_ids, true},
+    {"allow_update_keys", {}, OptionKind::words, 0, 0, nullptr, "(none)",
+     "keypair ids (rspamadm's `id`; inline or map files) whose encrypted requests may WRITE "
+     "and DEL; consulted only when allow_update is not set",
+     {}, apply_allow_update_keys, show_allow_update_keys, true},
+    {"dynamic_keys_map", {}, OptionKind::path, 0, 0, nullptr, "(none)",
+     "a file (a UCL or JSON array of keypair blocks, extensions included) of keypairs added "
+     "and removed while the daemon runs, looked up by key id after the static ones",
+     {}, apply_dynamic_keys_map, show_dynamic_keys_map},
     {"blocked", {}, OptionKind::networks, 0, 0, nullptr, "(none)",
      "sources (addresses, networks; inline or map files) whose fuzzy requests are dropped "
      "unread and counted",
@@ -677,9 +713,6 @@ const ForeignOption kForeignOptions[] = {
      "worker to dedicate"},
     {"updates_maxfail", false,
      "a failed sync is retried until it commits and nothing is discarded (docs/persistence.md)"},
-    {"allow_update_keys", false, kAccessControl},
-    {"weak_ids", false, kAccessControl},
-    {"dynamic_keys_map", false, kAccessControl},
     {"count", false, "rspamd's process count"},
     {"type", false, "rspamd's worker type"},
     {"masters", false, kOldMirroring},

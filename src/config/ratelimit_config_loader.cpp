@@ -218,37 +218,10 @@ class BlockLoader {
 
   // "10 / 1m" or { burst = 10; rate = "1 / 1m"; } (rate: msg/s or a rate string)
   bool bucket_from(const UclNode& node, const std::string& where, std::vector<RateBucket>& out) {
-    std::string err;
-    if (node.is_scalar()) {
-      RateBucket b;
-      if (!parse_rate_string(node.text, b, err)) return fail(node.line, where + ": " + err);
-      return add_bucket(node.line, where, b, out);
-    }
-    if (!node.is_object()) return fail(node.line, where + ": a bucket is a string or a block");
-    const UclNode* burst = node.find("burst");
-    const UclNode* rate = node.find("rate");
-    for (const UclNode& f : node.children) {
-      if (f.key != "burst" && f.key != "rate") {
-        return fail(f.key_line, where + ": bucket field '" + f.key +
-                                    "' is not supported by the service (burst and rate only)");
-      }
-      if (!f.is_scalar()) return fail(f.line, where + ": '" + f.key + "' takes a single value");
-    }
-    if (burst == nullptr || rate == nullptr) {
-      return fail(node.line, where + ": a bucket needs burst and rate");
-    }
     RateBucket b;
-    if (!ucl_to_double(burst->text, b.burst, err)) {
-      uint64_t n = 0;
-      std::string uint_err;
-      if (!ucl_to_uint(burst->text, n, uint_err)) return fail(burst->line, where + ": burst: " + err);
-      b.burst = double(n);
-    }
-    if (!ucl_to_double(rate->text, b.rate, err)) {
-      RateBucket parsed;
-      if (!parse_rate_string(rate->text, parsed, err)) return fail(rate->line, where + ": rate: " + err);
-      b.rate = parsed.rate;
-    }
+    int line = node.line;
+    std::string err;
+    if (!parse_bucket_node(node, b, line, err)) return fail(line, where + ": " + err);
     return add_bucket(node.line, where, b, out);
   }
 
@@ -294,6 +267,58 @@ bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, RatelimitB
 const char* rate_family_name(RateFamily family) {
   const size_t i = size_t(family);
   return i >= 1 && i <= kRateFamilies ? kFamilyNames[i - 1] : "?";
+}
+
+bool parse_bucket_node(const UclNode& node, RateBucket& out, int& line, std::string& error) {
+  line = node.line;
+  if (node.is_scalar()) return parse_rate_string(node.text, out, error);
+  if (node.is_array()) {  // rspamd's old [burst, rate] form
+    if (node.children.size() != 2 || !node.children[0].is_scalar() || !node.children[1].is_scalar()) {
+      error = "a bucket array is [burst, rate]";
+      return false;
+    }
+    if (!ucl_to_double(node.children[0].text, out.burst, error)) return false;
+    return ucl_to_double(node.children[1].text, out.rate, error);
+  }
+  const UclNode* burst = node.find("burst");
+  const UclNode* rate = node.find("rate");
+  for (const UclNode& f : node.children) {
+    line = f.key_line;
+    if (f.key != "burst" && f.key != "rate") {
+      error = "bucket field '" + f.key + "' is not supported (burst and rate only)";
+      return false;
+    }
+    if (!f.is_scalar()) {
+      error = "'" + f.key + "' takes a single value";
+      return false;
+    }
+  }
+  line = node.line;
+  if (burst == nullptr || rate == nullptr) {
+    error = "a bucket needs burst and rate";
+    return false;
+  }
+  std::string err;
+  if (!ucl_to_double(burst->text, out.burst, err)) {
+    uint64_t n = 0;
+    std::string uint_err;
+    line = burst->line;
+    if (!ucl_to_uint(burst->text, n, uint_err)) {
+      error = "burst: " + err;
+      return false;
+    }
+    out.burst = double(n);
+  }
+  if (!ucl_to_double(rate->text, out.rate, err)) {
+    RateBucket parsed;
+    line = rate->line;
+    if (!parse_rate_string(rate->text, parsed, err)) {
+      error = "rate: " + err;
+      return false;
+    }
+    out.rate = parsed.rate;
+  }
+  return true;
 }
 
 bool rate_family_from_name(std::string_view name, RateFamily& out) {

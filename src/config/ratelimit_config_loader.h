@@ -29,6 +29,12 @@ bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, RatelimitB
 // silently reads as per second, are refused.
 bool parse_rate_string(std::string_view text, RateBucket& out, std::string& error);
 
+// One bucket as rspamd writes it: a rate string ("10 / 1m"), a block
+// { burst = 10; rate = "1 / 1m"; } (rate: per second or a rate string), or
+// the old array [burst, rate]. Ranges are the caller's. On failure `line`
+// is where, `error` why.
+bool parse_bucket_node(const UclNode& node, RateBucket& out, int& line, std::string& error);
+
 // "to", "to_ip", ... and back.
 const char* rate_family_name(RateFamily family);
 bool rate_family_from_name(std::string_view name, RateFamily& out);

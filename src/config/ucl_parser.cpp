@@ -128,6 +128,18 @@ class Parser {
     return parse_members(root, false, 1, 1);
   }
 
+  // A document that is one array (`[ ... ]`), as map files of blocks are.
+  bool parse_array_document(UclNode& root) {
+    root = UclNode{};
+    bool newline = false;
+    if (!skip_ws(newline)) return false;
+    if (at_end() || peek() != '[') return fail_here("the file must be one array: [ { ... }, ... ]");
+    if (!parse_value(root, 1, "")) return false;
+    if (!skip_ws(newline)) return false;
+    if (!at_end()) return fail_here("unexpected " + describe_char(peek()) + " after the closing ']'");
+    return true;
+  }
+
  private:
   bool at_end() const { return pos_ >= s_.size(); }
   char peek(size_t ahead = 0) const {
@@ -534,17 +546,28 @@ class Parser {
 
 }  // namespace
 
-bool parse_ucl(std::string_view text, UclNode& root, UclError& error) {
+namespace {
+bool fits(std::string_view text, UclError& error) {
   error = UclError{};
-  if (text.size() > kUclMaxInputBytes) {
-    error.line = 1;
-    error.column = 1;
-    error.reason = "input is " + std::to_string(text.size()) + " bytes, more than the " +
-                   std::to_string(kUclMaxInputBytes) + " a config may have";
-    return false;
-  }
+  if (text.size() <= kUclMaxInputBytes) return true;
+  error.line = 1;
+  error.column = 1;
+  error.reason = "input is " + std::to_string(text.size()) + " bytes, more than the " +
+                 std::to_string(kUclMaxInputBytes) + " a config may have";
+  return false;
+}
+}  // namespace
+
+bool parse_ucl(std::string_view text, UclNode& root, UclError& error) {
+  if (!fits(text, error)) return false;
   Parser parser(text, error);
   return parser.parse_document(root);
+}
+
+bool parse_ucl_array(std::string_view text, UclNode& root, UclError& error) {
+  if (!fits(text, error)) return false;
+  Parser parser(text, error);
+  return parser.parse_array_document(root);
 }
 
 }  // namespace shingled

@@ -64,4 +64,8 @@ const char* ucl_kind_name(UclNode::Kind kind);
 // Not accepted: macros (.include, .priority, ...), heredocs, variables.
 bool parse_ucl(std::string_view text, UclNode& root, UclError& error);
 
+// A text that is one array at the top level (JSON's `[...]`, with UCL's
+// comments and syntax inside): dynamic_keys_map files.
+bool parse_ucl_array(std::string_view text, UclNode& root, UclError& error);
+
 }  // namespace shingled

@@ -470,6 +470,15 @@ int run(int argc, char** argv) {
   if (!engine.start(error)) return fail_with(error);
   keep_off_worker_cpus(engine, persister);
   log_what_is_served(config, keypairs);
+  if (!engine.service().allow_update_in_force()) {
+    LOG_INFO("writes are allowed by key only (allow_update_keys, keypair extensions): allow_update is "
+             "not set, as rspamd decides it; set allow_update to allow by address instead");
+  }
+  if (const NetworkLimitSettings* l = engine.service().limit()) {
+    LOG_INFO("per-network limit: burst %g, %g a second, /%u networks, buckets live %llu s%s", l->burst,
+             l->rate, l->mask, static_cast<unsigned long long>(l->ttl_ms / 1000),
+             l->log_only ? " (log only)" : "");
+  }
 
   WorkerWatchdog watchdog(engine);
   serve_until_stopped(sig_fd, control, watchdog, config, *maps, engine);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/net_address.h"
+#include "common/log.h"
 #include "engine/map_loader.h"
 
 namespace shingled {
@@ -26,6 +27,7 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
       refresh_after_(uint32_t(std::clamp<uint64_t>(config.expire_seconds / 10, 1, 60))),
       read_only_(config.read_only),
       forbidden_ids_(config.forbidden_ids),
+      weak_ids_(config.weak_ids),
       delay_seconds_(uint32_t(std::min<uint64_t>(config.delay_seconds, UINT32_MAX / 2))) {
   limit_.rate = config.limit_rate;
   limit_.burst = config.limit_burst;
@@ -33,9 +35,57 @@ FuzzyService::FuzzyService(FuzzyStore& store, const Config& config, const Sealer
   limit_.ttl_ms = config.limit_bucket_ttl_seconds * 1000;
   limit_.max_buckets = size_t(config.limit_max_buckets);
   limit_.log_only = config.limit_log_only;
+  bool keys_grant_writes = !config.allow_update_keys.empty() || !config.map_files.allow_update_keys.empty() ||
+                           !config.dynamic_keys_map.empty();
+  for (size_t i = 0; i < sealer.keypairs().size(); ++i) {
+    const KeyExtensions ext = i < config.keypairs.size() ? config.keypairs[i].extensions : KeyExtensions{};
+    static_rules_.push_back(KeyRules::from(ext, sealer.keypairs()[i]));
+    if ((ext.ops & (kKeyWrite | kKeyDelete)) != 0) keys_grant_writes = true;
+  }
+  allow_update_in_force_ = config.allow_update_given || !keys_grant_writes;
 }
 
-bool FuzzyService::forbidden(uint32_t flag) const {
+const KeyRules* FuzzyService::rules_of(const ReplySeal& seal, const DynamicKey* dynamic) const {
+  if (!seal.encrypted) return nullptr;
+  if (dynamic != nullptr) return &dynamic->rules;
+  return seal.keypair < static_rules_.size() ? &static_rules_[seal.keypair] : nullptr;
+}
+
+bool FuzzyService::write_permitted(const fuzzy::Request& req, const sockaddr* peer, const KeyRules* rules,
+                                   const AccessLists& access) const {
+  if (allow_update_in_force_) return access.allow_update.contains(peer);
+  if (rules == nullptr) return false;
+  if (access.allow_update_keys.contains(rules->id.data())) return true;
+  return (req.cmd == fuzzy::kWrite && (rules->ops & kKeyWrite) != 0) ||
+         (req.cmd == fuzzy::kDel && (rules->ops & kKeyDelete) != 0);
+}
+
+int32_t FuzzyService::key_refuses_check(const KeyRules& rules, WorkerContext& ctx) const {
+  WorkerStats& stats = ctx.stats;
+  if (rules.expire_unix != 0 && ctx.unix_now >= rules.expire_unix) {
+    if (!rules.expiry_logged.exchange(true, std::memory_order_relaxed)) {
+      LOG_WARN("%s has expired: its CHECKs are refused (503)", rules.label().c_str());
+    }
+    stats.key_expired.add();
+    return write_refused_code_;
+  }
+  if ((rules.ops & kKeyRead) == 0) {
+    stats.key_read_refused.add();
+    return write_refused_code_;
+  }
+  if (rules.limit_burst > 0 && !rules.bucket.charge(rules.limit_burst, rules.limit_rate, ctx.monotonic_ms)) {
+    if (limit_.log_only) {
+      stats.fuzzy_ratelimit_log_only.add();
+      return 0;
+    }
+    stats.key_ratelimit_refused.add();
+    return fuzzy::kResultForbidden;
+  }
+  return 0;
+}
+
+bool FuzzyService::forbidden(const ReplySeal& seal, uint32_t flag) const {
+  if (seal.forbidden.overrides) return seal.forbidden.contains(flag);
   return std::find(forbidden_ids_.begin(), forbidden_ids_.end(), flag) != forbidden_ids_.end();
 }
 
@@ -55,13 +105,13 @@ bool FuzzyService::delayed(const fuzzy::Request& req, uint32_t created, const so
 // As rspamd's storage: a 144-byte reply drops the forbidden flags and the
 // first allowed one left answers; a shorter reply, which carries one flag,
 // answers nothing if that flag is forbidden.
-bool FuzzyService::hide_forbidden(fuzzy::Epoch epoch, fuzzy::Reply& r) const {
-  if (epoch != fuzzy::Epoch::v12) return !forbidden(r.flag);
+bool FuzzyService::hide_forbidden(fuzzy::Epoch epoch, const ReplySeal& seal, fuzzy::Reply& r) const {
+  if (epoch != fuzzy::Epoch::v12) return !forbidden(seal, r.flag);
   fuzzy::FlagValue kept[fuzzy::kMaxFlagsPerDigest];
   unsigned n = 0;
-  if (!forbidden(r.flag)) kept[n++] = fuzzy::FlagValue{r.flag, r.value};
+  if (!forbidden(seal, r.flag)) kept[n++] = fuzzy::FlagValue{r.flag, r.value};
   for (unsigned k = 0; k < r.n_extra; ++k) {
-    if (!forbidden(r.extra[k].flag)) kept[n++] = r.extra[k];
+    if (!forbidden(seal, r.extra[k].flag)) kept[n++] = r.extra[k];
   }
   if (n == 0) return false;
   r.flag = kept[0].flag;
@@ -106,6 +156,8 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   const AccessLists& access = lists(ctx);
   reply_len = 0;
   seal.encrypted = false;
+  seal.forbidden = KeyForbidden{};
+  const DynamicKey* dynamic = nullptr;
   // A blocked source is dropped before anything of its request is read, as
   // rspamd 4.1.3+ drops it (on TCP rspamd closes the connection at accept;
   // here its frames are dropped one by one).
@@ -119,7 +171,10 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   if (len >= crypto::kRequestHeaderSize + fuzzy::kHeaderSize &&
       std::memcmp(data, crypto::kMagic, sizeof crypto::kMagic) == 0) {
     size_t plain_len = 0;
-    if (!sealer_.open(data, len, ctx, seal, plain, fuzzy::kMaxRead, plain_len)) return Disposition::drop;
+    if (!sealer_.open(data, len, ctx, seal, plain, fuzzy::kMaxRead, plain_len, crypto::kMinFuzzyEncrypted,
+                      &dynamic)) {
+      return Disposition::drop;
+    }
     data = plain;
     len = plain_len;
   }
@@ -131,6 +186,8 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
   }
   stats.requests_by_network.note(peer);
   const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
+  const KeyRules* rules = rules_of(seal, dynamic);
+  if (rules != nullptr) seal.forbidden = rules->forbidden;
 
   // A plain request to an encrypted_only storage, whatever its command: 415
   // (403 from legacy storages), in plain (spec 7.9).
@@ -146,6 +203,17 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     case fuzzy::kCheck:
       stats.check.add();
       stats.key_checks[key].add();
+      if (rules != nullptr) {
+        // The key's own rules first: expired or not allowed to read (503),
+        // over its own limit (403, no ban), as rspamd answers them.
+        if (const int32_t code = key_refuses_check(*rules, ctx); code != 0) {
+          stats.key_errors[key].add();
+          fuzzy::Reply r = refusal(req, code);
+          if (code == fuzzy::kResultForbidden) r.flag = 0;
+          reply_len = encode(req, seal, r, ctx, reply);
+          return Disposition::reply;
+        }
+      }
       return limited_here(peer, access) ? Disposition::limit : Disposition::check;
     case fuzzy::kStat:
     case fuzzy::kPing:
@@ -164,7 +232,7 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     reply_len = encode(req, seal, refusal(req, write_refused_code_), ctx, reply);
     return Disposition::reply;
   }
-  if (!access.allow_update.contains(peer)) {
+  if (!write_permitted(req, peer, rules, access)) {
     stats.forbidden.add();
     stats.key_errors[key].add();
     stats.errors_by_network.note(peer);
@@ -178,7 +246,14 @@ FuzzyService::Disposition FuzzyService::accept(const uint8_t* data, size_t len,
     reply_len = encode(req, seal, refusal(req, fuzzy::kResultSkipped), ctx, reply);
     return Disposition::reply;
   }
-  if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) return Disposition::update;
+  if (req.cmd == fuzzy::kWrite || req.cmd == fuzzy::kDel) {
+    // weak_ids: the storage marks such writes weak, as a client may (bit 7).
+    if (req.cmd == fuzzy::kWrite && !weak_ids_.empty() &&
+        std::find(weak_ids_.begin(), weak_ids_.end(), req.flag) != weak_ids_.end()) {
+      req.weak = true;
+    }
+    return Disposition::update;
+  }
 
   // Codes rspamd 3.4 sends down the update path and acknowledges (spec 5).
   stats.other_command.add();
@@ -288,7 +363,7 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
     r.ts = 0;
     r.matched_digest = false;
   }
-  if (!forbidden_ids_.empty() && !hide_forbidden(req.epoch, r)) {
+  if ((seal.forbidden.overrides || !forbidden_ids_.empty()) && !hide_forbidden(req.epoch, seal, r)) {
     stats.forbidden_hidden.add();
     r = fuzzy::Reply{};
     r.tag = req.tag;

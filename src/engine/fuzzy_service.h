@@ -56,6 +56,9 @@ class FuzzyService {
   size_t answer_check(const fuzzy::Request& req, const ReplySeal& seal, const CheckResult& result,
                       const sockaddr* peer, uint32_t now, WorkerContext& ctx, uint8_t* reply) const;
 
+  // Whether allow_update decides writes (else keys do: it was not written
+  // and allow_update_keys, dynamic keys or a key's allowed_ops grant them).
+  bool allow_update_in_force() const { return allow_update_in_force_; }
   // The per-network limit (ratelimit_*), null when it is off.
   const NetworkLimitSettings* limit() const { return limit_.enabled() ? &limit_ : nullptr; }
   // The bucket key of a source that accept() sent to the limit.
@@ -110,8 +113,19 @@ class FuzzyService {
   bool delayed(const fuzzy::Request& req, uint32_t created, const sockaddr* peer, uint32_t now,
                const AccessLists& lists) const;
   // forbidden_ids: drops forbidden flags from `r` (false: nothing is left).
-  bool hide_forbidden(fuzzy::Epoch epoch, fuzzy::Reply& r) const;
-  bool forbidden(uint32_t flag) const;
+  // `seal`: the request's key may replace the global list with its own.
+  bool hide_forbidden(fuzzy::Epoch epoch, const ReplySeal& seal, fuzzy::Reply& r) const;
+  bool forbidden(const ReplySeal& seal, uint32_t flag) const;
+  // The rules of the key a request was sealed to (null: plain).
+  const KeyRules* rules_of(const ReplySeal& seal, const DynamicKey* dynamic) const;
+  // Whether a WRITE or DEL may go on: by source address while allow_update
+  // is in force, else by key (allow_update_keys, the key's allowed_ops), as
+  // rspamd decides.
+  bool write_permitted(const fuzzy::Request& req, const sockaddr* peer, const KeyRules* rules,
+                       const AccessLists& access) const;
+  // A CHECK sealed to a key that has expired, may not read or is over its
+  // own limit: the refusal's code (503, 503, 403), or 0 to go on.
+  int32_t key_refuses_check(const KeyRules& rules, WorkerContext& ctx) const;
   // The maps this worker reads now: the engine's published ones, or (a
   // service driven without an engine, in tests) the config's inline lists.
   const AccessLists& lists(const WorkerContext& ctx) const {
@@ -130,6 +144,12 @@ class FuzzyService {
   uint32_t refresh_after_;
   bool read_only_;
   std::vector<uint32_t> forbidden_ids_;
+  std::vector<uint32_t> weak_ids_;
+  // The static keypairs' extensions, by keypair index.
+  std::vector<KeyRules> static_rules_;
+  // allow_update decides writes alone unless keys grant them and
+  // allow_update was not written (rspamd's rule).
+  bool allow_update_in_force_;
   uint32_t delay_seconds_;
   NetworkLimitSettings limit_;
 };

@@ -1,5 +1,6 @@
 // The map files of the access controls (allow_update, blocked,
-// delay_whitelist, skip_hashes): read at start, where a bad one stops the
+// delay_whitelist, ratelimit_whitelist, skip_hashes, allow_update_keys) and
+// the keypairs of dynamic_keys_map: read at start, where a bad one stops the
 // daemon with its line, and re-read when they change (checked by the main
 // loop every half second, and on SIGHUP). A file that turns bad on reload
 // keeps its last good content: the line is logged and counted, and the
@@ -21,6 +22,9 @@ namespace shingled {
 
 class MapLoader {
  public:
+  // Most keypairs a dynamic_keys_map file may hold.
+  static constexpr size_t kMaxDynamicKeys = 10'000;
+
   explicit MapLoader(const Config& config);
 
   // Reads every file. False with the first problem ("PATH: line N: reason").
@@ -38,7 +42,15 @@ class MapLoader {
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
 
  private:
-  enum class Map { allow_update, blocked, delay_whitelist, skip_hashes, ratelimit_whitelist };
+  enum class Map {
+    allow_update,
+    blocked,
+    delay_whitelist,
+    skip_hashes,
+    ratelimit_whitelist,
+    allow_update_keys,
+    dynamic_keys,
+  };
   struct Stamp {
     dev_t dev = 0;
     ino_t ino = 0;
@@ -52,12 +64,16 @@ class MapLoader {
     Stamp stamp;         // of the last read, good or bad
     bool failing = false;
     std::vector<Network> networks;  // last good content
-    std::vector<Digest> digests;
+    std::vector<Digest> digests;     // skip_hashes, allow_update_keys
+    std::vector<std::pair<Keypair, KeyExtensions>> keys;  // dynamic_keys
+    size_t entries() const { return networks.size() + digests.size() + keys.size(); }
   };
   static bool stamp_of(const std::string& path, Stamp& out, std::string& error);
   bool read(File& f, std::string& error) const;
+  bool read_keys(File& f, std::string& error) const;
 
   const Config& config_;
+  std::vector<Digest> static_key_ids_;  // of the config's keypairs
   std::vector<File> files_;
   std::atomic<uint64_t> reloads_{0};   // files re-read and accepted
   std::atomic<uint64_t> failures_{0};  // re-reads refused (the old content kept)

@@ -13,9 +13,12 @@ Sealer::Sealer(std::vector<Keypair> keypairs, bool encrypted_only)
 }
 
 bool Sealer::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal,
-                  uint8_t* plain, size_t max_plain, size_t& plain_len, size_t min_len) const {
+                  uint8_t* plain, size_t max_plain, size_t& plain_len, size_t min_len,
+                  const DynamicKey** dynamic) const {
   WorkerStats& stats = ctx.stats;
-  if (keypairs_.empty()) {  // rspamd drops these too (spec 7 step 3)
+  const DynamicKeys* dynamic_keys = ctx.access != nullptr ? &ctx.access->dynamic_keys : nullptr;
+  const bool any_dynamic = dynamic_keys != nullptr && dynamic_keys->size() != 0;
+  if (keypairs_.empty() && !any_dynamic) {  // rspamd drops these too (spec 7 step 3)
     stats.encrypted_without_key.add();
     return false;
   }
@@ -24,19 +27,29 @@ bool Sealer::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal
     stats.decrypt_failures.add();
     return false;
   }
-  // The key id picks the keypair; an unknown id falls back to the default
-  // (the first configured), as rspamd falls back to its default (spec 11.4).
+  // The key id picks a static keypair, then a dynamic one; an unknown id
+  // falls back to the default (the first configured), as rspamd falls back
+  // to its default (spec 11.4).
   unsigned k = 0;
+  bool found = false;
   for (unsigned i = 0; i < keypairs_.size(); ++i) {
     if (std::memcmp(h.key_id, keypairs_[i].key_id(), crypto::kKeyIdSize) == 0) {
       k = i;
+      found = true;
       break;
     }
   }
+  const DynamicKey* dyn = found || !any_dynamic ? nullptr : dynamic_keys->find(h.key_id);
+  if (!found && dyn == nullptr && keypairs_.empty()) {
+    stats.encrypted_without_key.add();
+    return false;
+  }
+  if (dyn != nullptr) k = ReplySeal::kDynamic;
+  const Keypair& server = dyn != nullptr ? dyn->keypair : keypairs_[k];
   stats.encrypted_requests.add();
   stats.key_requests[k].add();
   bool missed = false;
-  const uint8_t* nm = ctx.keys.get(h.client_pk, k, keypairs_[k], missed);
+  const uint8_t* nm = ctx.keys.get(h.client_pk, server, missed);
   if (missed) stats.key_cache_misses.add();
   plain_len = h.body_len;
   if (nm == nullptr || plain_len > max_plain) {
@@ -54,6 +67,7 @@ bool Sealer::open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal
   seal.encrypted = true;
   seal.keypair = static_cast<uint8_t>(k);
   std::memcpy(seal.nm, nm, crypto::kKeySize);
+  if (dynamic != nullptr) *dynamic = dyn;
   return true;
 }
 

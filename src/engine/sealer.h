@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "access/key_rules.h"
 #include "engine/worker_context.h"
 #include "wire/cryptobox.h"
 #include "wire/keypair_text.h"
@@ -18,9 +19,14 @@ namespace shingled {
 // How the reply to one request must be sent: plain, or sealed with the
 // shared key of the keypair the request was encrypted to.
 struct ReplySeal {
+  static constexpr uint8_t kDynamic = kMaxKeypairs;  // `keypair` of a dynamic_keys_map key
   bool encrypted = false;
-  uint8_t keypair = 0;
+  uint8_t keypair = 0;  // the static keypair's index, or kDynamic
   uint8_t nm[crypto::kKeySize];
+  // Set by the service that accepted the request, from the key's rules: the
+  // flags its replies hide when the key's own forbidden_ids replace the
+  // global list (they travel with a request another core answers).
+  KeyForbidden forbidden;
 };
 
 class Sealer {
@@ -33,12 +39,15 @@ class Sealer {
   bool encrypted_only() const { return encrypted_only_; }
 
   // Opens a datagram encrypted to one of the keypairs into `plain` (at most
-  // `max_plain` bytes); false (counted) when it cannot. `min_len`: the
+  // `max_plain` bytes); false (counted) when it cannot. The key id picks a
+  // static keypair, else one of ctx.access's dynamic keys, else the default;
+  // `dynamic` gets the dynamic key it was (null for a static one). `min_len`: the
   // protocol's smallest encrypted datagram. The plaintext of a datagram
   // that fails its MAC is never written.
   bool open(const uint8_t* data, size_t len, WorkerContext& ctx, ReplySeal& seal, uint8_t* plain,
             size_t max_plain, size_t& plain_len,
-            size_t min_len = crypto::kMinFuzzyEncrypted) const;
+            size_t min_len = crypto::kMinFuzzyEncrypted,
+            const DynamicKey** dynamic = nullptr) const;
   // A datagram that starts with the cryptobox magic is opened into `plain`
   // and `data`/`len` then point at the plain request; any other is left as
   // it is, `seal` plain. False (counted) when a sealed one cannot be opened.

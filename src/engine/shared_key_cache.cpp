@@ -20,15 +20,17 @@ SharedKeyCache::SharedKeyCache(size_t capacity) {
   randombytes_buf(&seed_, sizeof seed_);
 }
 
-const uint8_t* SharedKeyCache::get(const uint8_t* client_pk, unsigned keypair, const Keypair& kp,
+const uint8_t* SharedKeyCache::get(const uint8_t* client_pk, const Keypair& kp,
                                    bool& missed) {
   ++clock_;
   if (clock_ == 0) clock_ = 1;  // 0 marks an empty entry
-  const uint64_t h = XXH3_64bits_withSeed(client_pk, crypto::kKeySize, seed_ ^ keypair);
+  uint64_t server_key;
+  std::memcpy(&server_key, kp.key_id(), sizeof server_key);
+  const uint64_t h = XXH3_64bits_withSeed(client_pk, crypto::kKeySize, seed_ ^ server_key);
   Entry* set = &entries_[(h & set_mask_) * 2];
   for (int w = 0; w < 2; ++w) {
     Entry& e = set[w];
-    if (e.last_used != 0 && e.keypair == keypair &&
+    if (e.last_used != 0 && e.server_key == server_key &&
         std::memcmp(e.client_pk, client_pk, crypto::kKeySize) == 0) {
       e.last_used = clock_;
       missed = false;
@@ -42,7 +44,7 @@ const uint8_t* SharedKeyCache::get(const uint8_t* client_pk, unsigned keypair, c
     return nullptr;
   }
   std::memcpy(victim.client_pk, client_pk, crypto::kKeySize);
-  victim.keypair = keypair;
+  victim.server_key = server_key;
   victim.last_used = clock_;
   return victim.nm;
 }

@@ -18,10 +18,12 @@ class SharedKeyCache {
  public:
   explicit SharedKeyCache(size_t capacity);
 
-  // The shared key of `client_pk` with keypair number `keypair` (`kp`),
-  // computed and cached on a miss (`missed` says which). Null when the
-  // client key is unusable (a low-order point).
-  const uint8_t* get(const uint8_t* client_pk, unsigned keypair, const Keypair& kp, bool& missed);
+  // The shared key of `client_pk` with the server keypair `kp`, computed
+  // and cached on a miss (`missed` says which). Entries are told apart by
+  // the server key's id, so a dynamic keypair replaced on reload never
+  // finds another key's entry. Null when the client key is unusable (a
+  // low-order point).
+  const uint8_t* get(const uint8_t* client_pk, const Keypair& kp, bool& missed);
 
   size_t capacity() const { return entries_.size(); }
 
@@ -29,7 +31,7 @@ class SharedKeyCache {
   struct Entry {
     uint8_t client_pk[crypto::kKeySize];
     uint8_t nm[crypto::kKeySize];
-    uint32_t keypair;
+    uint64_t server_key;  // the first 8 bytes of the server's public key
     uint32_t last_used;  // 0 = empty
   };
   std::vector<Entry> entries_;  // sets of two

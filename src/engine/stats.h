@@ -36,7 +36,7 @@ class Counter {
   X(exact_hits, "CHECKs that found the digest")                                             \
   X(shingle_hits, "CHECKs that matched by >= 17 of 32 shingles")                            \
   X(misses, "CHECKs that found nothing")                                                    \
-  X(forbidden, "updates refused (503, legacy 403): source outside allow_update")            \
+  X(forbidden, "updates refused (503, legacy 403): not allowed by allow_update or by key")  \
   X(read_only_refused, "updates refused (503, legacy 403): read_only")                      \
   X(delayed, "CHECK hits answered as misses: the record is younger than delay")            \
   X(blocked, "fuzzy requests dropped unread: the source is in blocked")                     \
@@ -49,6 +49,9 @@ class Counter {
   X(fuzzy_ratelimit_log_only, "requests over the per-network limit served: ratelimit_log_only") \
   X(fuzzy_ratelimit_forwarded, "limited requests handed to the core owning their network's bucket") \
   X(fuzzy_ratelimit_evicted, "network buckets evicted: ratelimit_max_buckets reached")     \
+  X(key_expired, "CHECKs answered 503: the keypair's expire day has passed")               \
+  X(key_read_refused, "CHECKs answered 503: the keypair's allowed_ops has no read")         \
+  X(key_ratelimit_refused, "CHECKs answered 403: over the keypair's own ratelimit")         \
   X(malformed, "datagrams dropped as malformed (all reasons)")                              \
   X(malformed_too_short, "dropped: shorter than 76 bytes")                                  \
   X(malformed_bad_version, "dropped: unknown protocol version")                             \
@@ -119,14 +122,17 @@ struct alignas(64) WorkerStats {
   SHINGLED_WORKER_COUNTERS(SHINGLED_DECLARE_COUNTER)
 #undef SHINGLED_DECLARE_COUNTER
 
-  // Per server keypair, in configuration order, for every protocol.
-  Counter key_requests[kMaxKeypairs];         // encrypted requests that chose this key
-  Counter key_decrypt_failures[kMaxKeypairs]; // requests to this key that failed to open
+  // Per server keypair, in configuration order, for every protocol, and
+  // the keys of dynamic_keys_map together in the last slot (kDynamic).
+  static constexpr size_t kDynamic = kMaxKeypairs;
+  Counter key_requests[kMaxKeypairs + 1];         // encrypted requests that chose this key
+  Counter key_decrypt_failures[kMaxKeypairs + 1]; // requests to this key that failed to open
 
   // The fuzzy storage per key (as rspamd's fuzzystat shows it): slot k for
-  // requests sealed to keypair k, kUnkeyed for plain ones.
-  static constexpr size_t kUnkeyed = kMaxKeypairs;
-  static constexpr size_t kKeySlots = kMaxKeypairs + 1;
+  // requests sealed to keypair k, kDynamic for the dynamic keys, kUnkeyed
+  // for plain ones.
+  static constexpr size_t kUnkeyed = kMaxKeypairs + 1;
+  static constexpr size_t kKeySlots = kMaxKeypairs + 2;
   static size_t key_slot(bool encrypted, uint8_t keypair) { return encrypted ? keypair : kUnkeyed; }
   Counter key_checks[kKeySlots];   // CHECKs
   Counter key_hits[kKeySlots];     // CHECKs answered with a hit

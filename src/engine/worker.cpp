@@ -123,6 +123,8 @@ void Worker::run(int cpu) {
     }
     now = LoopClock::now();  // the pass's one clock, after its wait
     ctx_.access = &engine_.access().acquire(index_);  // a reloaded map, if any, from here on
+    ctx_.unix_now = now.unix_seconds;
+    ctx_.monotonic_ms = now.monotonic_ms();
     // Inbox first: an index insert or forwarded write another core queued
     // before this burst arrived is applied before the burst's CHECKs read
     // (a client that saw its write acknowledged finds it from any core).

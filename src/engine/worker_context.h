@@ -22,6 +22,10 @@ struct WorkerContext {
   // The access-control maps, as published when this loop pass began (null:
   // no engine publishes them; each service then uses its config's lists).
   const AccessLists* access = nullptr;
+  // The pass's clock, for decisions made while accepting a request (key
+  // expiry, key buckets).
+  uint32_t unix_now = 0;
+  uint64_t monotonic_ms = 0;
 };
 
 }  // namespace shingled

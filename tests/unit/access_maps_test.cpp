@@ -16,6 +16,8 @@
 #include "access/network_set.h"
 #include "config/config_loader.h"
 #include "engine/map_loader.h"
+#include "wire/base32.h"
+#include "wire/keypair_text.h"
 #include "temp_dir.h"
 
 namespace shingled {
@@ -222,6 +224,61 @@ TEST(MapLoader, a_file_past_max_map_entries_keeps_the_old_map) {
   EXPECT_FALSE(loader.refresh(false));
   EXPECT_TRUE(loader.build()->skip_hashes.contains(a.data()));
   EXPECT_FALSE(loader.build()->skip_hashes.contains(b.data()));
+}
+
+// dynamic_keys_map: an array of keypair blocks; a reload replaces the
+// keys, a bad block refuses the whole file (the old keys stay).
+TEST(MapLoader, dynamic_keys_are_added_and_removed_and_a_bad_file_keeps_them) {
+  test::TempDir dir;
+  const std::string p = dir.path() + "/keys.map";
+  const Keypair a = generate_keypair(), b = generate_keypair();
+  auto block = [](const Keypair& kp, const std::string& ext) {
+    return "{ pubkey = \"" + base32_encode(kp.public_key, 32) + "\"; privkey = \"" +
+           base32_encode(kp.secret_key, 32) + "\"; " + ext + " }";
+  };
+  write_file(p, "# partners\n[\n  " + block(a, "extensions { name = \"a\"; allowed_ops = [\"read\", \"write\"]; }") + "\n]\n");
+  const Config c = config_with("dynamic_keys_map = \"" + p + "\";\n");
+  MapLoader loader(c);
+  std::string err;
+  ASSERT_TRUE(loader.load(err)) << err;
+  std::unique_ptr<AccessLists> lists = loader.build();
+  ASSERT_NE(lists->dynamic_keys.find(a.key_id()), nullptr);
+  EXPECT_EQ(lists->dynamic_keys.find(a.key_id())->rules.name, "a");
+  EXPECT_EQ(lists->dynamic_keys.find(a.key_id())->rules.ops, kKeyRead | kKeyWrite);
+  EXPECT_EQ(lists->dynamic_keys.find(b.key_id()), nullptr);
+
+  write_file(p, "[" + block(b, "") + "]");
+  EXPECT_TRUE(loader.refresh(false));
+  lists = loader.build();
+  EXPECT_EQ(lists->dynamic_keys.find(a.key_id()), nullptr) << "removed";
+  ASSERT_NE(lists->dynamic_keys.find(b.key_id()), nullptr) << "added";
+  EXPECT_EQ(lists->dynamic_keys.find(b.key_id())->rules.ops, kKeyRead) << "rspamd's default";
+
+  write_file(p, "[\n" + block(a, "") + ",\n" + block(b, "extensions { allowed_ops = [\"wirte\"]; }") + "\n]");
+  EXPECT_FALSE(loader.refresh(false));
+  lists = loader.build();
+  EXPECT_NE(lists->dynamic_keys.find(b.key_id()), nullptr) << "the old keys stay";
+  EXPECT_EQ(lists->dynamic_keys.find(a.key_id()), nullptr);
+
+  write_file(p, "[" + block(a, "") + ", " + block(a, "") + "]");
+  EXPECT_FALSE(loader.refresh(false)) << "one key twice";
+  write_file(p, "{ not = an_array; }");
+  EXPECT_FALSE(loader.refresh(false));
+  EXPECT_EQ(loader.failures(), 3u);
+}
+
+TEST(MapLoader, allow_update_keys_files_hold_keypair_ids) {
+  test::TempDir dir;
+  const std::string p = dir.path() + "/writers.map";
+  const Keypair a = generate_keypair();
+  write_file(p, keypair_id(a) + " # the learning host\n");
+  const Config c = config_with("allow_update_keys = \"" + p + "\";\n");
+  MapLoader loader(c);
+  std::string err;
+  ASSERT_TRUE(loader.load(err)) << err;
+  EXPECT_TRUE(loader.build()->allow_update_keys.contains(KeyRules::from({}, a).id.data()));
+  write_file(p, base32_encode(a.public_key, 32) + "\n");
+  EXPECT_FALSE(loader.refresh(false)) << "a public key is not an id";
 }
 
 }  // namespace

@@ -252,8 +252,7 @@ TEST(ConfigErrors, unknown_option_is_refused_with_its_line) {
 }
 
 TEST(ConfigErrors, unimplemented_rspamd_options_are_refused_not_ignored) {
-  for (const char* option : {"allow_update_keys", "weak_ids", "dynamic_keys_map",
-                             "master_timeout", "slave_key", "masters", "count", "type"}) {
+  for (const char* option : {"master_timeout", "slave_key", "masters", "count", "type"}) {
     std::string text = "expire = 1d;\n" + std::string(option) + " = 1;\n";
     expect_error(text, 2, "option '" + std::string(option) + "' is not supported yet");
   }
@@ -766,6 +765,45 @@ TEST(ConfigStockWorker, other_worker_options_are_refused_with_their_reason) {
   expect_error("dedicated_update_worker = true;\n", 1, "there is no update worker to dedicate");
   expect_error("updates_maxfail = 3;\n", 1, "a failed sync is retried until it commits");
   expect_error("rlimit_nofile = 100000;\n", 1, "LimitNOFILE");
+}
+
+// rspamd's keypair extensions, and the options that grant writes by key.
+TEST(ConfigAccessControl, keypair_extensions_are_read_with_rspamds_semantics) {
+  const std::string keys =
+      "  pubkey = \"k4nz984k36xmcynm1hr9kdbn6jhcxf4ggbrb1quay7f88rpm9kay\";\n"
+      "  privkey = \"oswsyhhf9xzjb7bgggmgohs7gfzbgzk6cjdwxy45y7j6ab5mcp6y\";\n";
+  const Config c = load_ok("keypair {\n" + keys +
+                           "  extensions {\n    name = \"learner\";\n    allowed_ops = [\"Write\", \"delete\"];\n"
+                           "    forbidden_ids = [3, 4];\n    ratelimit = \"100 / 1h\";\n"
+                           "    expire = \"31-12-2030\";\n    email = \"ops@example.com\";\n  }\n}\n"
+                           "weak_ids = [7, 8];\n");
+  ASSERT_EQ(c.keypairs.size(), 1u);
+  const KeyExtensions& e = c.keypairs[0].extensions;
+  EXPECT_EQ(e.name, "learner");
+  EXPECT_EQ(e.ops, kKeyWrite | kKeyDelete) << "allowed_ops replaces the read default";
+  EXPECT_TRUE(e.forbidden_given);
+  EXPECT_EQ(e.forbidden_ids, (std::vector<uint32_t>{3, 4}));
+  EXPECT_EQ(e.limit_burst, 100.0);
+  EXPECT_DOUBLE_EQ(e.limit_rate, 100.0 / 3600);
+  EXPECT_EQ(e.expire_unix, 1924905600u) << "00:00 UTC, 31 December 2030";
+  EXPECT_EQ(c.weak_ids, (std::vector<uint32_t>{7, 8}));
+  EXPECT_FALSE(c.allow_update_given);
+  EXPECT_EQ(load_ok("keypair {\n" + keys + "  extensions { read_only = false; }\n}\n").keypairs[0].extensions.ops,
+            kKeyRead | kKeyWrite | kKeyDelete);
+  EXPECT_EQ(load_ok("keypair {\n" + keys + "  extensions { ratelimit = { burst = 5; rate = 0.5; } }\n}\n")
+                .keypairs[0].extensions.limit_burst, 5.0);
+  EXPECT_TRUE(load_ok("allow_update = [\"10.0.0.1\"];\n").allow_update_given);
+  expect_error("keypair {\n" + keys + "  extensions {\n    allowed_ops = [\"read\", \"wirte\"];\n  }\n}\n", 5,
+               "allowed_ops: 'wirte' is not an operation (read, write, delete)");
+  expect_error("keypair {\n" + keys + "  extensions { expire = \"2030-12-31\"; }\n}\n", 4,
+               "expire: '2030-12-31' is not a day as DD-MM-YYYY");
+  expect_error("keypair {\n" + keys + "  extensions { colour = blue; }\n}\n", 4, "unknown field 'colour'");
+  expect_error("keypair {\n" + keys + "  extensions { forbidden_ids = [1,2,3,4,5,6,7,8,9]; }\n}\n", 4,
+               "more than 8 flags for one key");
+  expect_error("allow_update_keys = \"abc\";\n", 1, "is not a keypair id");
+  expect_error("dynamic_keys_map = \"https://example.com/keys.json\";\n", 1, "fetches nothing from the network");
+  expect_error("dynamic_keys_map = \"keys.json\";\n", 1, "is not a file");
+  expect_error("weak_ids = x;\n", 1, "weak_ids: 'x' is not a flag");
 }
 
 }  // namespace
