@@ -74,8 +74,11 @@ bool parse_extensions(const UclNode& ext, KeyExtensions& out, const Failure& fai
         return fail(f.line, "keypair extensions: expire: '" + f.text + "' is not a day as DD-MM-YYYY");
       }
     } else if (f.key == "name") {
-      if (!f.is_scalar() || f.text.empty() || f.text.size() > 64) {
-        return fail(f.line, "keypair extensions: name: 1 to 64 characters");
+      // Shown in stats (JSON) and logs as written: printable, no quotes.
+      const bool printable = std::all_of(f.text.begin(), f.text.end(),
+                                         [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+      if (!f.is_scalar() || f.text.empty() || f.text.size() > 64 || !printable) {
+        return fail(f.line, "keypair extensions: name: 1 to 64 printable characters, no quotes or backslashes");
       }
       out.name = f.text;
     } else if (f.key != "read_only" && f.key != "allowed_ops" && f.key != "email") {

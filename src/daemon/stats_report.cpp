@@ -18,27 +18,37 @@ namespace shingled {
 
 namespace {
 
-// One keypair's figures (or, last, the plain requests': "unkeyed").
+// One keypair's figures, the dynamic keys' together, or (last) the plain
+// requests': "unkeyed".
 struct KeyRow {
-  std::string pubkey;  // "" for the unkeyed row
+  std::string pubkey;  // "" for the dynamic and unkeyed rows
+  std::string name;    // the keypair's extensions { name }
+  size_t slot = 0;     // in the per-key counters
   uint64_t requests = 0, decrypt_failures = 0;
   uint64_t checks = 0, hits = 0, writes = 0, deletes = 0, errors = 0;
   uint64_t checks_last_hour = 0, hits_last_hour = 0;
 };
 
-// Every keypair's row, then the unkeyed row.
+// Every keypair's row, the dynamic keys' (with dynamic_keys_map), then the
+// unkeyed row.
 std::vector<KeyRow> collect_keys(const Engine& engine, const StatsHistory* history) {
   std::vector<KeyRow> keys;
-  for (const Keypair& kp : engine.sealer().keypairs()) {
-    keys.push_back(KeyRow{base32_encode(kp.public_key, sizeof kp.public_key)});
+  const std::vector<Keypair>& static_keys = engine.sealer().keypairs();
+  for (size_t i = 0; i < static_keys.size(); ++i) {
+    const std::vector<KeypairText>& texts = engine.config().keypairs;
+    keys.push_back(KeyRow{base32_encode(static_keys[i].public_key, sizeof static_keys[i].public_key),
+                          i < texts.size() ? texts[i].extensions.name : "", i});
   }
-  keys.push_back(KeyRow{});
-  auto slot_of = [&](size_t row) { return row + 1 == keys.size() ? WorkerStats::kUnkeyed : row; };
+  if (!engine.config().dynamic_keys_map.empty()) {
+    keys.push_back(KeyRow{"", "dynamic_keys_map", WorkerStats::kDynamic});
+  }
+  keys.push_back(KeyRow{"", "", WorkerStats::kUnkeyed});
+  auto slot_of = [&](size_t row) { return keys[row].slot; };
   for (unsigned w = 0; w < engine.worker_count(); ++w) {
     const WorkerStats& s = engine.worker(w).stats();
     for (size_t k = 0; k < keys.size(); ++k) {
       const size_t slot = slot_of(k);
-      if (slot < kMaxKeypairs) {
+      if (slot <= WorkerStats::kDynamic) {
         keys[k].requests += s.key_requests[slot].get();
         keys[k].decrypt_failures += s.key_decrypt_failures[slot].get();
       }
@@ -237,10 +247,17 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
            static_cast<unsigned long long>(r.hits_last_hour));
   };
   for (size_t k = 0; k + 1 < keys.size(); ++k) {
-    append(out, "%s{\"pubkey\":\"%s\",\"default\":%s,\"requests\":%llu,\"decrypt_failures\":%llu,",
-           k ? "," : "", keys[k].pubkey.c_str(), k == 0 ? "true" : "false",
-           static_cast<unsigned long long>(keys[k].requests),
-           static_cast<unsigned long long>(keys[k].decrypt_failures));
+    if (keys[k].slot == WorkerStats::kDynamic) {
+      append(out, "%s{\"dynamic\":true,\"requests\":%llu,\"decrypt_failures\":%llu,", k ? "," : "",
+             static_cast<unsigned long long>(keys[k].requests),
+             static_cast<unsigned long long>(keys[k].decrypt_failures));
+    } else {
+      append(out, "%s{\"pubkey\":\"%s\",\"name\":\"%s\",\"default\":%s,\"requests\":%llu,"
+                  "\"decrypt_failures\":%llu,",
+             k ? "," : "", keys[k].pubkey.c_str(), keys[k].name.c_str(), k == 0 ? "true" : "false",
+             static_cast<unsigned long long>(keys[k].requests),
+             static_cast<unsigned long long>(keys[k].decrypt_failures));
+    }
     key_figures(keys[k]);
   }
   out += "],\"unkeyed\":{";
@@ -345,8 +362,12 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
   for (size_t k = 0; k < keys.size(); ++k) {
     const KeyRow& r = keys[k];
     const bool unkeyed = k + 1 == keys.size();
+    const std::string label = unkeyed                            ? "unkeyed (plain requests)"
+                              : r.slot == WorkerStats::kDynamic ? "dynamic keys (dynamic_keys_map)"
+                              : !r.name.empty()                  ? r.name + " (" + r.pubkey.substr(0, 16) + "...)"
+                                                                 : r.pubkey;
     append(out, "%-58s %10s %10llu %10llu %10llu %10llu %10llu %10llu %10llu\n",
-           unkeyed ? "unkeyed (plain requests)" : (r.pubkey + (k == 0 ? " *" : "")).c_str(),
+           (label + (k == 0 && !unkeyed && r.slot == 0 ? " *" : "")).c_str(),
            unkeyed ? "-" : std::to_string(r.requests).c_str(),
            static_cast<unsigned long long>(r.checks), static_cast<unsigned long long>(r.hits),
            static_cast<unsigned long long>(r.writes), static_cast<unsigned long long>(r.deletes),

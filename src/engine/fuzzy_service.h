@@ -56,6 +56,13 @@ class FuzzyService {
   size_t answer_check(const fuzzy::Request& req, const ReplySeal& seal, const CheckResult& result,
                       const sockaddr* peer, uint32_t now, WorkerContext& ctx, uint8_t* reply) const;
 
+  // A TCP connection from `peer`: refused (counted as blocked) when the
+  // source is in `blocked`.
+  bool admits_connection(const sockaddr* peer, WorkerContext& ctx) const {
+    if (!lists(ctx).blocked.contains(peer)) return true;
+    ctx.stats.blocked.add();
+    return false;
+  }
   // Whether allow_update decides writes (else keys do: it was not written
   // and allow_update_keys, dynamic keys or a key's allowed_ops grant them).
   bool allow_update_in_force() const { return allow_update_in_force_; }

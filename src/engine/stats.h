@@ -112,6 +112,7 @@ class Counter {
   X(tcp_accepted, "TCP connections accepted")                                               \
   X(tcp_open, "TCP connections open now")                                                   \
   X(tcp_refused, "TCP connections closed at once: tcp_max_connections reached")             \
+  X(tcp_denied, "TCP connections closed at accept: the source is in blocked")              \
   X(tcp_closed_idle, "TCP connections closed after tcp_timeout without a byte")             \
   X(tcp_bad_frames, "TCP connections closed for a frame length of 0 or above 8192")         \
   X(tcp_frames, "TCP frames received")                                                      \

@@ -51,6 +51,8 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   io_->set_wake_fd(wake_fd_);
+  // A blocked source's TCP connection is closed at accept, as rspamd does.
+  io_->set_tcp_admission([this](const sockaddr* peer) { return engine_.service().admits_connection(peer, ctx_); });
   index_batches_.resize(engine_.worker_count());
   for (InboxMessage& b : index_batches_) b.emplace<IndexBatch>(InboxMessage::kWorker, InboxMessage::kIndexBatch);
 }
@@ -283,6 +285,7 @@ void Worker::publish_io_counters() {
   stats_.tcp_accepted.set(c.tcp_accepted);
   stats_.tcp_open.set(c.tcp_open);
   stats_.tcp_refused.set(c.tcp_refused);
+  stats_.tcp_denied.set(c.tcp_denied);
   stats_.tcp_closed_idle.set(c.tcp_closed_idle);
   stats_.tcp_bad_frames.set(c.tcp_bad_frames);
   stats_.tcp_frames.set(c.tcp_frames);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ struct IoCounters {
   uint64_t syscalls = 0;       // submissions/waits made, to prove batching
   uint64_t tcp_accepted = 0;        // connections taken
   uint64_t tcp_refused = 0;         // connections closed at once: the limit was reached
+  uint64_t tcp_denied = 0;          // connections closed at once: the admission said no
   uint64_t tcp_closed_idle = 0;     // closed after tcp_timeout without a byte
   uint64_t tcp_bad_frames = 0;      // a length of 0 or above kMaxTcpFrame: connection closed
   uint64_t tcp_frames = 0;          // frames received
@@ -106,6 +108,12 @@ class PacketIo {
   // An eventfd that other threads write to wake this worker from its wait.
   // The backend includes it in its wait and drains it.
   virtual void set_wake_fd(int fd) = 0;
+
+  // TCP backends: asked for each connection accepted, with its peer; false
+  // closes it at once, before anything of it is read (counted as
+  // tcp_denied). Called on the worker's thread, inside receive_burst.
+  using TcpAdmission = std::function<bool(const sockaddr* peer)>;
+  virtual void set_tcp_admission(TcpAdmission admit) { (void)admit; }
 
   virtual const IoCounters& counters() const = 0;
 

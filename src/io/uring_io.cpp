@@ -146,6 +146,10 @@ bool UringIo::queue_send_stream(uint32_t connection, const uint8_t* data, uint32
   return tcp_->queue_send(connection, data, len);
 }
 
+void UringIo::set_tcp_admission(TcpAdmission admit) {
+  if (tcp_ != nullptr) tcp_->set_admission(std::move(admit));
+}
+
 bool UringIo::setup_ring(unsigned sq_entries, unsigned cq_entries, std::string& error) {
   // Most capable first. DEFER_TASKRUN runs completion work only when this
   // thread asks for events, so receives never interrupt the burst being

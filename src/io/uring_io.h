@@ -57,6 +57,7 @@ class UringIo final : public PacketIo, public SqeSource {
   void flush() override;
   // Makes `fd` non-blocking (a spurious wake must never block the worker).
   void set_wake_fd(int fd) override;
+  void set_tcp_admission(TcpAdmission admit) override;
   const IoCounters& counters() const override { return counters_; }
 
   // The address listener `index` is bound to (tests bind port 0).

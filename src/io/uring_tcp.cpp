@@ -181,6 +181,16 @@ void UringTcp::accept(const Listener& l, int fd, uint64_t now_ms) {
     close(fd);
     return;
   }
+  if (admit_) {
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+        !admit_(reinterpret_cast<const sockaddr*>(&peer))) {
+      ++counters_.tcp_denied;
+      close(fd);
+      return;
+    }
+  }
   const uint32_t slot = free_.back();
   free_.pop_back();
   slots_[slot] = std::make_unique<Connection>();

@@ -60,6 +60,8 @@ class UringTcp {
                      unsigned& n, unsigned max, uint64_t now_ms);
 
   bool queue_send(uint32_t connection, const uint8_t* data, uint32_t len);
+  // Asked for each connection accepted (PacketIo::set_tcp_admission).
+  void set_admission(PacketIo::TcpAdmission admit) { admit_ = std::move(admit); }
   // Arms a send for every connection with queued output and none in flight.
   void flush();
 
@@ -122,7 +124,8 @@ class UringTcp {
   std::vector<Listener> listeners_;
   std::vector<std::unique_ptr<Connection>> slots_;  // max_connections, allocated on accept
   std::vector<uint16_t> generations_;               // per slot, survives the Connection
-  std::vector<uint32_t> free_;                      // free slot numbers
+  std::vector<uint32_t> free_;
+  PacketIo::TcpAdmission admit_;                      // free slot numbers
   std::vector<uint32_t> dirty_;                     // slots that handed out frames, or have some waiting
   std::vector<uint32_t> waiting_;                   // last burst's dirty_, being recycled
   std::vector<uint32_t> sends_;                     // slots with output to send

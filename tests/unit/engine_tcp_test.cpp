@@ -102,7 +102,8 @@ class TcpClient {
 };
 
 struct TcpServer {
-  explicit TcpServer(unsigned workers = 2, uint64_t timeout_s = 5, uint64_t max_connections = 1024)
+  explicit TcpServer(unsigned workers = 2, uint64_t timeout_s = 5, uint64_t max_connections = 1024,
+                     const char* blocked = nullptr)
       : store(options()) {
     config = test::two_worker_config("127.0.0.1");
     port = free_port_for_both();
@@ -114,6 +115,11 @@ struct TcpServer {
     config.tcp = true;
     config.tcp_timeout_seconds = timeout_s;
     config.tcp_max_connections = max_connections;
+    if (blocked != nullptr) {
+      Network net;
+      parse_network(blocked, net, err);
+      config.blocked = {net};
+    }
     engine = std::make_unique<Engine>(config, store);
     started = engine->start(err);
     EXPECT_TRUE(started) << err;
@@ -295,6 +301,19 @@ TEST(FuzzyOverTcp, connections_beyond_the_limit_are_closed_at_once) {
   EXPECT_EQ(a.replies(1).size(), 1u) << "the first two live on";
   for (int i = 0; i < 100 && server.total(&WorkerStats::tcp_refused) < 1; ++i) usleep(10'000);
   EXPECT_EQ(server.total(&WorkerStats::tcp_refused), 1u);
+}
+
+// A source in `blocked` has its connection closed at accept (rspamd does
+// the same), before a byte of it is read; counted.
+TEST(FuzzyOverTcp, a_blocked_source_is_closed_at_accept) {
+  TcpServer server(2, 5, 1024, "127.0.0.0/8");
+  ASSERT_TRUE(server.started);
+  TcpClient c(server.port);
+  EXPECT_TRUE(c.closed_by_server(2000));
+  for (int i = 0; i < 100 && server.total(&WorkerStats::tcp_denied) < 1; ++i) usleep(10'000);
+  EXPECT_EQ(server.total(&WorkerStats::tcp_denied), 1u);
+  EXPECT_EQ(server.total(&WorkerStats::tcp_accepted), 0u);
+  EXPECT_EQ(server.total(&WorkerStats::blocked), 1u);
 }
 
 // WRITEs whose digest another core owns are applied there and answered on
