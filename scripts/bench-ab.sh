@@ -10,6 +10,9 @@
 #   scripts/bench-ab.sh OLD_SHINGLED NEW_SHINGLED [-- SHINGLE_LOAD_ARGS...]
 #     env: MODE=check STORED=100000 DURATION=6 RUNS=3 LOAD=build/tools/shingle-load
 #          WRITE_ARGS="" (extra `shingle-load write` arguments, e.g. --parts 2)
+#          HOST=127.0.0.1 (the fuzzy storage's address; allowed to write)
+#          CONF_A="" CONF_B="" (config lines added to A's and B's: one binary
+#          twice with two configs compares the configs, scripts/bench-access.sh)
 #
 # MODE says what is measured:
 #   check      fuzzy CHECKs of the default mix (stored:50,near:25,unknown:25)
@@ -32,6 +35,9 @@ DURATION=${DURATION:-6}
 RUNS=${RUNS:-3}
 LOAD=$(realpath "${LOAD:-build/tools/shingle-load}")
 WRITE_ARGS=${WRITE_ARGS:-}
+HOST=${HOST:-127.0.0.1}
+CONF_A=${CONF_A:-}
+CONF_B=${CONF_B:-}
 MODE=${MODE:-check}
 case "$MODE" in check|counters|ratelimit) ;; *) echo "bench-ab: MODE must be check, counters or ratelimit" >&2; exit 2 ;; esac
 for b in "$A" "$B" "$LOAD"; do [ -x "$b" ] || { echo "bench-ab: $b is not executable" >&2; exit 1; }; done
@@ -56,8 +62,12 @@ one_run() {
     rules='ratelimit { rates { to = "100 / 1min"; to_ip = "30 / 1min"; to_ip_from = "20 / 1min"; } }
 ratelimit_service_max_buckets = 3100000;'
   fi
+  local extra=$CONF_A
+  [ "$label" = B ] && extra=$CONF_B
   cat >"$TMP/shingled.conf" <<EOF
-bind_socket = "127.0.0.1:$port";
+bind_socket = "$HOST:$port";
+allow_update = ["127.0.0.1", "::1", "$HOST"];
+$extra
 counters_bind_socket = $counters;
 ratelimit_bind_socket = $ratelimit;
 $rules
@@ -78,9 +88,9 @@ EOF
   case "$MODE" in
     check)
       # shellcheck disable=SC2086
-      taskset -c 1 "$LOAD" write "$STORED" --server "127.0.0.1:$port" --json -q $WRITE_ARGS >/dev/null || true
+      taskset -c 1 "$LOAD" write "$STORED" --server "$HOST:$port" --json -q $WRITE_ARGS >/dev/null || true
       json=$(taskset -c 1 "$LOAD" check --stored "$STORED" --duration "$DURATION" --warmup 1 \
-        --server "127.0.0.1:$port" --server-pid "$PID" --json -q "$@" | tail -1) || true ;;
+        --server "$HOST:$port" --server-pid "$PID" --json -q "$@" | tail -1) || true ;;
     counters)
       json=$(taskset -c 1 "$LOAD" counters increment-read --entries 40 --keys 1m --inflight 64 \
         --duration "$DURATION" --warmup 1 --server "127.0.0.1:$((port + 1))" --server-pid "$PID" \
