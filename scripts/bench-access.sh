@@ -3,9 +3,11 @@
 # in one run, A bare, B with every control on the path of a CHECK from a
 # non-loopback source (loopback is never limited): the per-network limit
 # (a bucket charged per request; rate and burst high enough to refuse
-# nothing), a blocked map, a ratelimit_whitelist map and a delay_whitelist
-# map of 10,000 networks each (none matching), a skip_hashes map of 10,000
-# digests, forbidden_ids, and per-key stats (always on). Runs in a network
+# nothing), a blocked map and a ratelimit_whitelist map of 10,000 networks
+# each (none matching), `delay` with a delay_whitelist of the same 10,000
+# and the load's own address (so every hit is looked up in it and answered),
+# a skip_hashes map of 10,000 digests, forbidden_ids, and per-key stats
+# (always on). Runs in a network
 # namespace of its own where the server listens on 192.0.2.1 (on its `lo`),
 # so shingle-load's requests come from 192.0.2.1, a limited source. Needs root.
 #
@@ -42,7 +44,7 @@ ratelimit_burst = 1000000000;
 ratelimit_max_buckets = 10000;
 blocked = \"$MAPS/blocked.map\";
 ratelimit_whitelist = \"$MAPS/white.map\";
-delay_whitelist = \"$MAPS/white.map\";
-delay = 1s;
+delay_whitelist = [\"$MAPS/white.map\", \"192.0.2.1\"];
+delay = 1h;
 skip_hashes = \"$MAPS/skip.map\";
 forbidden_ids = [99, 98];" "$(dirname "$0")/bench-ab.sh" "$BIN" "$BIN"
