@@ -63,4 +63,31 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
   return counters == nullptr || load_counters(env, *counters, first_sync.counters, error);
 }
 
+bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
+                          std::vector<SavedNetworkBucket>& out, std::string& error) {
+  uint64_t records = 0, bad = 0;
+  const bool ok = env.for_each(
+      RecordType::fuzzy_limits,
+      [&](std::string_view key, std::string_view value) {
+        // Every saved record is rewritten or deleted at the first sync: the
+        // workers of this run save under their own slots.
+        if (key.size() == 4) {
+          first_sync.blobs.erase(uint8_t(RecordType::fuzzy_limits),
+                                 uint32_t(uint8_t(key[0])) << 24 | uint32_t(uint8_t(key[1])) << 16 |
+                                     uint32_t(uint8_t(key[2])) << 8 | uint8_t(key[3]));
+        }
+        ++records;
+        if (!decode_network_buckets(value, out)) ++bad;
+        return true;
+      },
+      error);
+  if (!ok) return false;
+  if (!out.empty()) LOG_INFO("loaded %zu per-network limit buckets", out.size());
+  if (bad != 0) {
+    LOG_WARN("%llu saved per-network limit records could not be decoded and were dropped",
+             static_cast<unsigned long long>(bad));
+  }
+  return true;
+}
+
 }  // namespace shingled

@@ -10,6 +10,7 @@
 #include "persist/pending_changes.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
+#include "store/network_limiter.h"
 
 namespace shingled {
 
@@ -18,5 +19,11 @@ namespace shingled {
 // False, with `error`, when a read fails or live records do not fit.
 bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
                         CounterStore* counters, PendingChanges& first_sync, std::string& error);
+
+// The per-network limit's buckets as the last sync saved them (the workers
+// keep those still alive); every saved record is deleted or rewritten at
+// the first sync.
+bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
+                          std::vector<SavedNetworkBucket>& out, std::string& error);
 
 }  // namespace shingled

@@ -458,7 +458,10 @@ int run(int argc, char** argv) {
   const double started = monotonic_seconds();
   std::unique_ptr<BucketStore> buckets;
   if (!allocate_bucket_store(config, buckets)) return 1;
+  std::vector<SavedNetworkBucket> network_buckets;
+  if (!load_network_buckets(env, first_sync, network_buckets, error)) return fail_with(error);
   Engine engine(config, *store, keypairs, counters.get(), buckets.get());
+  engine.set_saved_network_buckets(std::move(network_buckets));
   engine.access().publish(maps->build());
   engine.set_map_loader(maps.get());
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});

@@ -86,6 +86,10 @@ class Engine {
   // workers pick a new value up at their next loop pass, and collect()
   // frees the old ones once all have).
   Published<AccessLists>& access() { return *access_; }
+  // Before start(): the per-network limit's buckets as the last sync saved
+  // them; each worker takes those of the networks it owns.
+  void set_saved_network_buckets(std::vector<SavedNetworkBucket> b) { saved_buckets_ = std::move(b); }
+  const std::vector<SavedNetworkBucket>& saved_network_buckets() const { return saved_buckets_; }
   // The loader of the map files, for its figures (null: none is set).
   void set_map_loader(const MapLoader* maps) { maps_ = maps; }
   const MapLoader* map_loader() const { return maps_; }
@@ -105,6 +109,7 @@ class Engine {
   std::vector<std::unique_ptr<SpscRing<InboxMessage>>> rings_;
   std::unique_ptr<Published<AccessLists>> access_;
   const MapLoader* maps_ = nullptr;
+  std::vector<SavedNetworkBucket> saved_buckets_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;

@@ -7,6 +7,8 @@
 #include "common/log.h"
 #include "common/net_address.h"
 #include "engine/outbox.h"
+#include "persist/change_feed.h"
+#include "persist/lmdb_environment.h"
 
 namespace shingled {
 
@@ -20,7 +22,8 @@ constexpr size_t kSweepBucketsPerTick = 256;  // upkeep slice, bounded so it nev
 constexpr size_t kExpirePassTicks = 10'000;
 }  // namespace
 
-FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link)
+FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link,
+                           const std::vector<SavedNetworkBucket>& saved)
     : service_(service),
       id_(service_id),
       link_(link),
@@ -33,7 +36,20 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
     const unsigned workers = link.shards.workers();
     mine.max_buckets = (limit->max_buckets + workers - 1) / workers;
     limiter_ = std::make_unique<NetworkLimiter>(mine);
+    const LoopClock now = LoopClock::now();
+    for (const SavedNetworkBucket& b : saved) {
+      if (limit_owner(b.key) == link_.self) limiter_->restore(b, now.monotonic_ms(), uint64_t(now.unix_seconds) * 1000);
+    }
   }
+}
+
+bool FuzzyHandler::report_changes(uint64_t epoch, size_t budget, const LoopClock& now) {
+  (void)budget;
+  if (limiter_ == nullptr || link_.feed == nullptr || epoch == limits_reported_) return true;
+  link_.feed->push_blob(uint8_t(RecordType::fuzzy_limits), link_.self,
+                        limiter_->encode(now.monotonic_ms(), uint64_t(now.unix_seconds) * 1000));
+  limits_reported_ = epoch;
+  return true;
 }
 
 NetworkLimiter::Verdict FuzzyHandler::charge(const NetworkKey& key, const sockaddr* peer,

@@ -22,12 +22,17 @@ namespace shingled {
 
 class FuzzyHandler final : public ServiceHandler {
  public:
-  FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link);
+  // `saved`: the per-network buckets of the last sync; this worker restores
+  // those of the networks it owns.
+  FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link,
+               const std::vector<SavedNetworkBucket>& saved = {});
 
   void accept(const RxPacket& p, const LoopClock& now) override;
   void end_burst(const LoopClock& now) override;
   void execute(const InboxMessage& m, const LoopClock& now) override;
   void upkeep(const LoopClock& now) override;
+  // The per-network limit's buckets, whole, at each sync.
+  bool report_changes(uint64_t epoch, size_t budget, const LoopClock& now) override;
 
  private:
   enum Kind : uint8_t { update, refresh, limited };
@@ -79,6 +84,7 @@ class FuzzyHandler final : public ServiceHandler {
   std::unique_ptr<NetworkLimiter> limiter_;  // the buckets of the networks this worker owns
   uint64_t last_ban_log_ms_ = 0;
   uint64_t bans_unlogged_ = 0;
+  uint64_t limits_reported_ = 0;  // the sync epoch the buckets were last handed over for
 };
 
 }  // namespace shingled

@@ -42,6 +42,14 @@ CounterChange& ChangeFeed::next_counter() {
   return item.counter;
 }
 
+void ChangeFeed::push_blob(uint8_t type, uint32_t slot, std::string&& bytes) {
+  if (current_ == nullptr) current_ = fresh_chunk();
+  ChangeItem& item = current_->changes[current_->count];
+  item.kind = ChangeItem::Kind::blob;
+  item.blob = BlobChange{type, slot, new std::string(std::move(bytes))};
+  commit();
+}
+
 void ChangeFeed::commit() {
   recorded_.fetch_add(1, std::memory_order_relaxed);
   if (++current_->count == ChangeChunk::kCapacity) push_current();

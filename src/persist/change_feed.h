@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 
 #include "common/spsc_ring.h"
 #include "store/counter_change.h"
@@ -22,14 +23,24 @@
 
 namespace shingled {
 
+// A whole record a worker rewrites at each sync (its per-network limit's
+// buckets): the bytes travel by pointer, owned by whoever holds the item
+// (the persistence thread frees them once copied).
+struct BlobChange {
+  uint8_t type;        // RecordType
+  uint32_t slot;       // the record's key (the worker's index)
+  std::string* bytes;  // the new value
+};
+
 // One change of any record type, in the order the worker made them.
 struct ChangeItem {
-  enum class Kind : uint8_t { fuzzy, counter };
+  enum class Kind : uint8_t { fuzzy, counter, blob };
   ChangeItem() : fuzzy{} {}
   Kind kind = Kind::fuzzy;
   union {
     FuzzyChange fuzzy;
     CounterChange counter;
+    BlobChange blob;
   };
 };
 
@@ -55,6 +66,8 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   void commit() override;
   CounterChange& next_counter() override;  // CounterChangeSink
   void commit_counter() override { commit(); }
+  // A record rewritten whole (BlobChange): `bytes` is handed over.
+  void push_blob(uint8_t type, uint32_t slot, std::string&& bytes);
   // Whether a sync wants a marker the worker has not pushed yet; before it
   // may, the worker reports the changes it only lists (counters).
   uint64_t marker_wanted() const {

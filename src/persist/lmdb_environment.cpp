@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kMetaDb = "meta";
 constexpr std::string_view kSchemaKey = "schema_version";
 constexpr std::string_view kLastSyncKey = "last_sync";
-constexpr unsigned kMaxDbs = 8;           // meta + three record types, room to spare
+constexpr unsigned kMaxDbs = 8;           // meta + four record types, room to spare
 constexpr int kMaxApplyAttempts = 64;     // map doublings before giving up
 constexpr size_t kMinMapSize = size_t(1) << 20;
 
@@ -64,7 +64,7 @@ std::string mdb_fail(const std::string& path, const std::string& what, int rc) {
 
 bool valid_type(RecordType type) {
   auto v = static_cast<unsigned>(type);
-  return v >= 1 && v <= 3;
+  return v >= 1 && v <= 4;
 }
 
 void put_le(uint8_t* p, uint64_t v, int bytes) {
@@ -104,6 +104,7 @@ const char* record_type_name(RecordType type) {
     case RecordType::fuzzy: return "fuzzy";
     case RecordType::ratelimit: return "ratelimit";
     case RecordType::counters: return "counters";
+    case RecordType::fuzzy_limits: return "fuzzy_limits";
   }
   return "?";
 }
@@ -115,6 +116,7 @@ void LmdbEnvironment::close() {
   env_ = nullptr;
   meta_dbi_ = 0;
   for (auto& d : type_dbi_) d = 0;
+  for (auto& p : type_present_) p = false;
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = -1;
 }
@@ -300,9 +302,11 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
     }
   }
 
-  for (unsigned t = 1; t <= 3; ++t) {
+  for (unsigned t = 1; t <= 4; ++t) {
     const char* name = record_type_name(static_cast<RecordType>(t));
     rc = mdb_dbi_open(txn.txn, name, read_only ? 0 : MDB_CREATE, &type_dbi_[t]);
+    type_present_[t] = rc == 0;
+    if (rc == MDB_NOTFOUND && read_only && t == 4) continue;  // written before buckets were kept
     if (rc != 0) {
       error = mdb_fail(path_, std::string("opening the ") + name + " database", rc);
       return false;
@@ -341,7 +345,7 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
   // One cursor per database, kept across the sorted changes: LMDB then
   // finds most keys on the leaf page it is already on instead of descending
   // from the root for every put (mdb_put opens a fresh cursor each call).
-  MDB_cursor* cursors[4] = {nullptr, nullptr, nullptr, nullptr};
+  MDB_cursor* cursors[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
   std::string merged;
   for (size_t j = 0; j < n; ++j) {
     const size_t i = order[j];
@@ -496,6 +500,7 @@ bool LmdbEnvironment::for_each_in_range(
       error = path_ + ": unknown record type " + std::to_string(static_cast<unsigned>(type));
       return false;
     }
+    if (!type_present_[static_cast<unsigned>(type)]) return true;  // no such database: empty
     TxnGuard txn;
     int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn);
     if (rc == MDB_MAP_RESIZED) {
@@ -532,7 +537,7 @@ bool LmdbEnvironment::for_each_in_range(
 }
 
 uint64_t LmdbEnvironment::count(RecordType type) const {
-  if (env_ == nullptr || !valid_type(type)) return 0;
+  if (env_ == nullptr || !valid_type(type) || !type_present_[static_cast<unsigned>(type)]) return 0;
   TxnGuard txn;
   if (mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn) != 0) {
     txn.txn = nullptr;

@@ -17,9 +17,11 @@ namespace shingled {
 // Which service a record belongs to. Each has its own named database; the
 // numbers are stable (they may appear in logs and tools), the names are the
 // database names inside the environment.
-enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3 };
+// fuzzy_limits: the per-network limit's buckets, one record per worker
+// (a snapshot written at each sync).
+enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3, fuzzy_limits = 4 };
 
-// "fuzzy", "ratelimit", "counters"; "?" for a value outside the enum.
+// "fuzzy", "ratelimit", "counters", "fuzzy_limits"; "?" for a value outside the enum.
 const char* record_type_name(RecordType type);
 
 // One record changed since the last sync. erase = true deletes key (value is
@@ -127,8 +129,11 @@ class LmdbEnvironment {
   ::MDB_env* env_ = nullptr;
   std::string path_;
   unsigned int meta_dbi_ = 0;  // MDB_dbi
-  unsigned int type_dbi_[4] = {0, 0, 0, 0};  // indexed by RecordType value
-  ValueMerger mergers_[4];                   // indexed by RecordType value
+  unsigned int type_dbi_[5] = {0, 0, 0, 0, 0};  // indexed by RecordType value
+  // Whether the type's database exists: a database written before a type
+  // was added, opened read-only, has none of it (and reads as empty).
+  bool type_present_[5] = {false, false, false, false, false};
+  ValueMerger mergers_[5];                      // indexed by RecordType value
   Access access_ = Access::read_write;
   int lock_fd_ = -1;                         // the writer lock, read_write only
 };

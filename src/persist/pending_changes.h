@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "persist/change_feed.h"
@@ -12,13 +14,62 @@
 
 namespace shingled {
 
+// Whole records (BlobChange) by type and slot: the latest replaces the
+// ones before; an erase deletes the record.
+class BlobPending {
+ public:
+  // Takes the item's bytes (and frees them).
+  void add(const BlobChange& change) {
+    Entry& e = map_[key(change.type, change.slot)];
+    e.erase = false;
+    e.value = std::move(*change.bytes);
+    delete change.bytes;
+  }
+  void erase(uint8_t type, uint32_t slot) {
+    Entry& e = map_[key(type, slot)];
+    e.erase = true;
+    e.value.clear();
+  }
+  void absorb_older(BlobPending&& older) {
+    for (auto& [k, e] : older.map_) map_.try_emplace(k, std::move(e));
+  }
+  size_t size() const { return map_.size(); }
+  bool empty() const { return map_.empty(); }
+  void to_changes(std::vector<Change>& out) const {
+    for (const auto& [k, e] : map_) {
+      Change c{};
+      c.type = RecordType(uint8_t(k[0]));
+      c.key = std::string_view(k).substr(1);
+      c.value = e.value;
+      c.erase = e.erase;
+      out.push_back(c);
+    }
+  }
+  // The record key of a slot: its index, 4 bytes big-endian (so records
+  // list in slot order).
+  static std::string slot_key(uint32_t slot) {
+    return std::string{char(slot >> 24), char(slot >> 16), char(slot >> 8), char(slot)};
+  }
+
+ private:
+  struct Entry {
+    bool erase = false;
+    std::string value;
+  };
+  static std::string key(uint8_t type, uint32_t slot) { return char(type) + slot_key(slot); }
+  std::map<std::string, Entry> map_;  // type byte + slot key
+};
+
 struct PendingChanges {
   FuzzyPending fuzzy;
   CounterPending counters;
+  BlobPending blobs;
 
   void add(const ChangeItem& item) {
     if (item.kind == ChangeItem::Kind::counter) {
       counters.add(item.counter);
+    } else if (item.kind == ChangeItem::Kind::blob) {
+      blobs.add(item.blob);
     } else {
       fuzzy.add(item.fuzzy);
     }
@@ -27,12 +78,14 @@ struct PendingChanges {
   void absorb_older(PendingChanges&& older) {
     fuzzy.absorb_older(std::move(older.fuzzy));
     counters.absorb_older(std::move(older.counters));
+    blobs.absorb_older(std::move(older.blobs));
   }
-  size_t size() const { return fuzzy.size() + counters.size(); }
-  bool empty() const { return fuzzy.empty() && counters.empty(); }
+  size_t size() const { return fuzzy.size() + counters.size() + blobs.size(); }
+  bool empty() const { return fuzzy.empty() && counters.empty() && blobs.empty(); }
   void to_changes(std::vector<Change>& out) const {
     fuzzy.to_changes(out);
     counters.to_changes(out);
+    blobs.to_changes(out);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace shingled {
@@ -198,6 +199,75 @@ void NetworkLimiter::restore(const Bucket& saved, uint64_t now_ms) {
   Bucket& b = slots_[insert_slot(saved.key, now_ms)];
   b = saved;
   b.occupied = true;
+}
+
+namespace {
+constexpr char kMagic[4] = {'N', 'L', 'B', '1'};
+constexpr size_t kSavedBucketSize = 16 + 1 + 8 + 8 + 8 + 1;
+
+void put64(std::string& out, uint64_t v) {
+  for (unsigned i = 0; i < 8; ++i) out.push_back(char(v >> (8 * i)));
+}
+uint64_t get64(const char* p) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < 8; ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+  return v;
+}
+}  // namespace
+
+std::string NetworkLimiter::encode(uint64_t now_ms, uint64_t now_unix_ms) const {
+  std::string out(kMagic, sizeof kMagic);
+  const uint32_t n = uint32_t(size_);
+  for (unsigned i = 0; i < 4; ++i) out.push_back(char(n >> (8 * i)));
+  // Times before now on the monotonic clock are now minus their age on the
+  // wall clock.
+  auto wall = [&](uint64_t ms) { return now_unix_ms - std::min(now_unix_ms, now_ms - std::min(now_ms, ms)); };
+  for (const Bucket& b : slots_) {
+    if (!b.occupied) continue;
+    out.append(reinterpret_cast<const char*>(b.key.bytes), 16);
+    out.push_back(char(b.key.prefix));
+    uint64_t level_bits;
+    std::memcpy(&level_bits, &b.level, sizeof level_bits);
+    put64(out, level_bits);
+    put64(out, wall(b.last_ms));
+    put64(out, wall(b.created_ms));
+    out.push_back(b.banned ? 1 : 0);
+  }
+  return out;
+}
+
+bool decode_network_buckets(std::string_view bytes, std::vector<SavedNetworkBucket>& out) {
+  if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return false;
+  uint32_t n = 0;
+  for (unsigned i = 0; i < 4; ++i) n |= uint32_t(uint8_t(bytes[4 + i])) << (8 * i);
+  if ((bytes.size() - 8) / kSavedBucketSize != n || (bytes.size() - 8) % kSavedBucketSize != 0) return false;
+  const char* p = bytes.data() + 8;
+  for (uint32_t i = 0; i < n; ++i, p += kSavedBucketSize) {
+    SavedNetworkBucket b;
+    std::memcpy(b.key.bytes, p, 16);
+    b.key.prefix = uint8_t(p[16]);
+    const uint64_t level_bits = get64(p + 17);
+    std::memcpy(&b.level, &level_bits, sizeof b.level);
+    b.last_unix_ms = get64(p + 25);
+    b.created_unix_ms = get64(p + 33);
+    b.banned = p[41] != 0;
+    if (b.key.prefix > 128 || !std::isfinite(b.level) || b.level < 0) return false;
+    out.push_back(b);
+  }
+  return true;
+}
+
+void NetworkLimiter::restore(const SavedNetworkBucket& saved, uint64_t now_ms, uint64_t now_unix_ms) {
+  // The same age on this clock (a time in the future reads as now).
+  auto mono = [&](uint64_t unix_ms) { return now_ms - std::min(now_ms, now_unix_ms - std::min(now_unix_ms, unix_ms)); };
+  Bucket b;
+  b.key = saved.key;
+  b.level = saved.level;
+  b.last_ms = mono(saved.last_unix_ms);
+  b.created_ms = mono(saved.created_unix_ms);
+  b.banned = saved.banned;
+  b.uses = 1;
+  restore(b, now_ms);
 }
 
 }  // namespace shingled

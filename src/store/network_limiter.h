@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shingled {
@@ -55,6 +56,21 @@ bool network_key_of(const sockaddr* addr, unsigned mask, NetworkKey& out);
 // clients that way).
 bool limit_exempt_address(const sockaddr* addr);
 
+// A bucket as saved at a sync: its times on the wall clock (milliseconds),
+// so it means the same after a restart.
+struct SavedNetworkBucket {
+  NetworkKey key;
+  double level = 0;
+  uint64_t last_unix_ms = 0;
+  uint64_t created_unix_ms = 0;
+  bool banned = false;
+};
+
+// The saved form of one worker's buckets (one LMDB record): "NLB1", a
+// little-endian u32 count, then 42 bytes a bucket (address 16, prefix 1,
+// level as a double 8, last 8, created 8, banned 1).
+bool decode_network_buckets(std::string_view bytes, std::vector<SavedNetworkBucket>& out);
+
 class NetworkLimiter {
  public:
   enum class Verdict : uint8_t {
@@ -83,6 +99,10 @@ class NetworkLimiter {
   // A bucket as saved (its times already on this clock); ignored when the
   // table is full or it has expired at `now_ms`.
   void restore(const Bucket& b, uint64_t now_ms);
+  // A saved bucket, its wall-clock times moved onto this clock.
+  void restore(const SavedNetworkBucket& b, uint64_t now_ms, uint64_t now_unix_ms);
+  // Every live bucket in the saved form.
+  std::string encode(uint64_t now_ms, uint64_t now_unix_ms) const;
   // Calls f(bucket) for every live bucket.
   template <typename F>
   void for_each(F f) const {

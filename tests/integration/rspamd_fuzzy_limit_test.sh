@@ -8,9 +8,10 @@
 #  A. exact figures, with raw requests: the 7th CHECK of a network with
 #     burst 6 (rate 0) is the first answered 403 with flag 0, its neighbour in
 #     the /24 is refused too, PING and STAT get silence, the whitelist and
-#     127.0.0.1 are never limited, and the network is answered again once its
-#     bucket's ttl has passed; the ban is logged and counted. Two workers:
-#     the network's owner decides whichever core the requests arrive on.
+#     127.0.0.1 are never limited; the ban is logged and counted, survives a
+#     restart (the buckets are saved at each sync and at SIGTERM), and ends
+#     once the bucket's ttl has passed. Two workers: the network's owner
+#     decides whichever core the requests arrive on.
 #  B. a real rspamd (Debian's 3.4 in CI; RSPAMD_PREFIX for another) whose
 #     fuzzy rule points at 192.0.2.1: its scans hit the learned mail, then
 #     show the refusal (3.4: FUZZY_BLOCKED; 3.10+: FUZZY_RATELIMITED) once
@@ -53,12 +54,13 @@ UDP="$SCRIPT_DIR/fuzzy_udp.py"
 read -r P_NORMAL P_CTRL P_LIMITED <<<"$(free_ports 3)"
 lib_make_mails
 
-TTL=4
-start_server limited "$P_LIMITED" 192.0.2.1 "bind_socket = \"192.0.2.1:$P_LIMITED\";
+TTL=8
+LIMITED_CONF="bind_socket = \"192.0.2.1:$P_LIMITED\";
 ratelimit_rate = 0;
 ratelimit_burst = 6;
 ratelimit_bucket_ttl = ${TTL}s;
 ratelimit_whitelist = \"198.51.100.1\";"
+start_server limited "$P_LIMITED" 192.0.2.1 "$LIMITED_CONF"
 wait_server limited "$P_LIMITED" || finish
 
 ask() {  # ask FROM CMD COUNT -> one line per request ("VALUE FLAG" or "silent")
@@ -97,6 +99,12 @@ fi
 bans=$(field fuzzy_ratelimit_bans) refused=$(field fuzzy_ratelimit_refused) silent=$(field fuzzy_ratelimited)
 [ "$bans/$refused/$silent" = "1/3/2" ] && pass A_counted "bans/refused/silenced = $bans/$refused/$silent" ||
     fail A_counted "bans/refused/silenced = $bans/$refused/$silent, expected 1/3/2"
+kill -TERM "$SERVER_PID_limited"; wait "$SERVER_PID_limited" 2>/dev/null
+start_server limited "$P_LIMITED" 192.0.2.1 "$LIMITED_CONF"
+wait_server limited "$P_LIMITED" || finish
+got=$(ask 203.0.113.9 check 1)
+[ "$got" = "403 0" ] && pass A_the_ban_survives_a_restart "$got; $(grep -o 'loaded [0-9]* per-network limit buckets' "$TMP/srv-limited/stdout.log" | tail -1)" ||
+    fail A_the_ban_survives_a_restart "after the restart: $got"
 sleep $((TTL + 1))
 got=$(ask 203.0.113.9 check 1)
 [ "$got" = "0 0" ] && pass A_released_after_the_ttl "after ${TTL}s + 1: $got" ||

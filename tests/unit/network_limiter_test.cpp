@@ -129,5 +129,32 @@ TEST(NetworkLimiter, the_table_is_bounded_and_keeps_its_busiest_networks) {
   EXPECT_EQ(passed, 950) << "the busiest bucket was never the one evicted";
 }
 
+// The saved form (one LMDB record per worker at each sync): a ban and a
+// level survive a restart, on the wall clock; a bucket past its ttl does not.
+TEST(NetworkLimiter, buckets_survive_a_restart_through_their_saved_form) {
+  NetworkLimiter before(settings(0, 2, 10'000));
+  const NetworkKey banned = key("203.0.113.1"), half = key("198.51.100.1");
+  for (int i = 0; i < 3; ++i) before.charge(banned, 5'000);  // the third bans
+  before.charge(half, 5'000);
+  // Saved at monotonic 6 s = wall 1,000,006 s.
+  const std::string saved = before.encode(6'000, 1'000'006'000);
+  std::vector<SavedNetworkBucket> buckets;
+  ASSERT_TRUE(decode_network_buckets(saved, buckets));
+  ASSERT_EQ(buckets.size(), 2u);
+  // Restarted: monotonic 100 s is now wall 1,000,008 s (2 s later).
+  NetworkLimiter after(settings(0, 2, 10'000));
+  for (const SavedNetworkBucket& b : buckets) after.restore(b, 100'000, 1'000'008'000);
+  EXPECT_EQ(after.charge(banned, 100'000), V::banned) << "still banned after the restart";
+  EXPECT_EQ(after.charge(half, 100'000), V::pass) << "level 1 + 1";
+  EXPECT_EQ(after.charge(half, 100'000), V::limited);
+  EXPECT_EQ(after.charge(banned, 107'001), V::pass) << "10 s after its creation (5 s on the old clock) it is gone";
+  NetworkLimiter late(settings(0, 2, 10'000));
+  for (const SavedNetworkBucket& b : buckets) late.restore(b, 100'000, 1'000'020'000);
+  EXPECT_EQ(late.size(), 0u) << "restored after their ttl: nothing";
+  std::vector<SavedNetworkBucket> bad;
+  EXPECT_FALSE(decode_network_buckets(saved.substr(0, saved.size() - 1), bad));
+  EXPECT_FALSE(decode_network_buckets("NLB2", bad));
+}
+
 }  // namespace
 }  // namespace shingled
