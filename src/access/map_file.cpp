@@ -14,62 +14,90 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' |
 
 }  // namespace
 
-bool read_map_file(const std::string& path, size_t max_entries, std::vector<MapLine>& out,
-                   std::string& error) {
-  out.clear();
-  std::unique_ptr<FILE, int (*)(FILE*)> f(fopen(path.c_str(), "re"), fclose);
-  if (!f) {
-    error = path + ": cannot be read: " + strerror(errno);
-    return false;
+// Lines are split as they are read, so a file is never held whole: one line
+// (at most kMaxMapLine) and the entries taken so far.
+class MapLineSplitter {
+ public:
+  MapLineSplitter(const std::string& path, size_t max_entries, std::vector<MapLine>& out, std::string& error)
+      : path_(path), max_entries_(max_entries), out_(out), error_(error) {
+    out_.clear();
   }
-  std::string line;
-  unsigned number = 0;
-  char buf[8192];
-  bool at_line_start = true;
-  auto finish_line = [&]() -> bool {
-    ++number;
-    if (line.find('\0') != std::string::npos) {
-      error = path + ": line " + std::to_string(number) + ": a NUL byte (is this a map file?)";
+  bool feed(const char* data, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      if (data[k] == '\n') {
+        if (!finish_line()) return false;
+        at_line_start_ = true;
+        continue;
+      }
+      at_line_start_ = false;
+      if (line_.size() >= kMaxMapLine) {
+        error_ = path_ + ": line " + std::to_string(number_ + 1) + ": longer than " +
+                 std::to_string(kMaxMapLine) + " bytes (is this a map file?)";
+        return false;
+      }
+      line_.push_back(data[k]);
+    }
+    return true;
+  }
+  bool end() { return at_line_start_ || finish_line(); }
+
+ private:
+  bool finish_line() {
+    ++number_;
+    if (line_.find('\0') != std::string::npos) {
+      error_ = path_ + ": line " + std::to_string(number_) + ": a NUL byte (is this a map file?)";
       return false;
     }
     size_t i = 0;
-    while (i < line.size() && is_space(line[i])) ++i;
+    while (i < line_.size() && is_space(line_[i])) ++i;
     size_t end = i;
-    while (end < line.size() && !is_space(line[end]) && line[end] != '#') ++end;
+    while (end < line_.size() && !is_space(line_[end]) && line_[end] != '#') ++end;
     if (end > i) {
-      if (out.size() >= max_entries) {
-        error = path + ": line " + std::to_string(number) + ": more than " +
-                std::to_string(max_entries) + " entries (max_map_entries)";
+      if (out_.size() >= max_entries_) {
+        error_ = path_ + ": line " + std::to_string(number_) + ": more than " + std::to_string(max_entries_) +
+                 " entries (max_map_entries)";
         return false;
       }
-      out.push_back(MapLine{number, line.substr(i, end - i)});
+      out_.push_back(MapLine{number_, line_.substr(i, end - i)});
     }
-    line.clear();
+    line_.clear();
     return true;
-  };
+  }
+
+  const std::string& path_;
+  size_t max_entries_;
+  std::vector<MapLine>& out_;
+  std::string& error_;
+  std::string line_;
+  unsigned number_ = 0;
+  bool at_line_start_ = true;
+};
+
+bool parse_map_text(std::string_view text, const std::string& path, size_t max_entries,
+                    std::vector<MapLine>& out, std::string& error) {
+  MapLineSplitter split(path, max_entries, out, error);
+  return split.feed(text.data(), text.size()) && split.end();
+}
+
+bool read_map_file(const std::string& path, size_t max_entries, std::vector<MapLine>& out,
+                   std::string& error) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(fopen(path.c_str(), "re"), fclose);
+  if (!f) {
+    out.clear();
+    error = path + ": cannot be read: " + strerror(errno);
+    return false;
+  }
+  MapLineSplitter split(path, max_entries, out, error);
+  char buf[8192];
   size_t got;
   while ((got = fread(buf, 1, sizeof buf, f.get())) > 0) {
-    for (size_t k = 0; k < got; ++k) {
-      if (buf[k] == '\n') {
-        if (!finish_line()) return false;
-        at_line_start = true;
-        continue;
-      }
-      at_line_start = false;
-      if (line.size() >= kMaxMapLine) {
-        error = path + ": line " + std::to_string(number + 1) + ": longer than " +
-                std::to_string(kMaxMapLine) + " bytes (is this a map file?)";
-        return false;
-      }
-      line.push_back(buf[k]);
-    }
+    if (!split.feed(buf, got)) return false;
   }
   if (ferror(f.get())) {
     error = path + ": read failed: " + strerror(errno);
     return false;
   }
-  if (!at_line_start && !finish_line()) return false;
-  return true;
+  return split.end();
 }
 
 MapSourceKind classify_map_source(const std::string& text, std::string& path) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shingled {
@@ -25,6 +26,9 @@ constexpr size_t kMaxMapLine = 4096;
 // NUL byte, a line over kMaxMapLine or more than `max_entries` entries.
 bool read_map_file(const std::string& path, size_t max_entries, std::vector<MapLine>& out,
                    std::string& error);
+// The same over text already read; `path` names it in errors.
+bool parse_map_text(std::string_view text, const std::string& path, size_t max_entries,
+                    std::vector<MapLine>& out, std::string& error);
 
 // What a map option's string names: an inline list, a file (an absolute
 // path or file://), or a URL shingled refuses (http://, https://: it

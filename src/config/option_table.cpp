@@ -686,8 +686,6 @@ const OptionRow kRows[] = {
      {}, apply_ratelimit, show_ratelimit},
 };
 
-constexpr const char* kAccessControl =
-    "access control is not built yet, and accepting it would answer otherwise than rspamd does";
 constexpr const char* kOldMirroring =
     "not an option of current rspamd's fuzzy worker (the old master/slave mirroring)";
 constexpr const char* kProcessLimit =

@@ -320,9 +320,11 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
     out += "}";
   }
   if (const MapLoader* maps = engine.map_loader()) {
-    append(out, ",\"maps\":{\"map_files\":%zu,\"map_reloads\":%llu,\"map_reload_failures\":%llu}",
+    append(out, ",\"maps\":{\"map_files\":%zu,\"map_reloads\":%llu,\"map_reload_failures\":%llu,"
+                "\"unknown_key_ids\":%llu}",
            maps->files(), static_cast<unsigned long long>(maps->reloads()),
-           static_cast<unsigned long long>(maps->failures()));
+           static_cast<unsigned long long>(maps->failures()),
+           static_cast<unsigned long long>(maps->unknown_key_ids()));
   }
   if (persister != nullptr) {
     out += ",\"persistence\":{";
@@ -420,6 +422,8 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
            "map files re-read after a change and taken");
     append(out, "%-30s %14llu  %s\n", "map_reload_failures", static_cast<unsigned long long>(maps->failures()),
            "map files that failed on reload or vanished (their last good content kept)");
+    append(out, "%-30s %14llu  %s\n", "unknown_key_ids", static_cast<unsigned long long>(maps->unknown_key_ids()),
+           "allow_update_keys ids that name no configured keypair");
   }
   if (persister != nullptr) {
     out += "\npersistence\n";

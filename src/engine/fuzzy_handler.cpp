@@ -56,7 +56,17 @@ NetworkLimiter::Verdict FuzzyHandler::charge(const NetworkKey& key, const sockad
                                              const LoopClock& now) {
   const uint64_t evicted = limiter_->evictions();
   const NetworkLimiter::Verdict v = limiter_->charge(key, now.monotonic_ms());
-  if (limiter_->evictions() != evicted) stats_.fuzzy_ratelimit_evicted.add();
+  if (limiter_->evictions() != evicted) {
+    stats_.fuzzy_ratelimit_evicted.add();
+    // Once a minute at most: a full table means networks are forgotten
+    // (and so let in afresh) before their bucket expires.
+    if (last_full_log_ms_ == 0 || now.monotonic_ms() - last_full_log_ms_ >= 60'000) {
+      LOG_WARN("ratelimit: the network bucket table of worker %u is full (%zu buckets): the least used "
+               "are evicted; raise ratelimit_max_buckets if this goes on",
+               link_.self, limiter_->capacity());
+      last_full_log_ms_ = now.monotonic_ms();
+    }
+  }
   if (v == NetworkLimiter::Verdict::limited) {
     // One line a ban, at most ten a second: a flood from many networks
     // must not turn into a flood of log lines.

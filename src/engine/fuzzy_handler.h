@@ -84,6 +84,7 @@ class FuzzyHandler final : public ServiceHandler {
   std::unique_ptr<NetworkLimiter> limiter_;  // the buckets of the networks this worker owns
   uint64_t last_ban_log_ms_ = 0;
   uint64_t bans_unlogged_ = 0;
+  uint64_t last_full_log_ms_ = 0;
   uint64_t limits_reported_ = 0;  // the sync epoch the buckets were last handed over for
 };
 

@@ -207,6 +207,7 @@ std::unique_ptr<AccessLists> MapLoader::build() const {
   lists->allow_update_keys = DigestSet(key_ids);
   // An id that names no keypair grants nothing: say so (a typo, or a key
   // removed from dynamic_keys_map).
+  uint64_t unknown = 0;
   for (const Digest& id : key_ids) {
     bool known = std::find(static_key_ids_.begin(), static_key_ids_.end(), id) != static_key_ids_.end();
     for (const DynamicKey& k : lists->dynamic_keys.keys()) known = known || k.rules.id == id;
@@ -215,8 +216,10 @@ std::unique_ptr<AccessLists> MapLoader::build() const {
       r.id = id;
       LOG_WARN("allow_update_keys: %s... names no configured keypair; it allows nothing",
                r.label().substr(4).c_str());
+      ++unknown;
     }
   }
+  unknown_key_ids_.store(unknown, std::memory_order_relaxed);
   lists->blocked = NetworkSet(blocked);
   lists->delay_whitelist = NetworkSet(delay_white);
   lists->limit_whitelist = NetworkSet(limit_white);

@@ -40,6 +40,8 @@ class MapLoader {
   size_t files() const { return files_.size(); }
   uint64_t reloads() const { return reloads_.load(std::memory_order_relaxed); }
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  // allow_update_keys ids that named no keypair at the last build.
+  uint64_t unknown_key_ids() const { return unknown_key_ids_.load(std::memory_order_relaxed); }
 
  private:
   enum class Map {
@@ -77,6 +79,7 @@ class MapLoader {
   std::vector<File> files_;
   std::atomic<uint64_t> reloads_{0};   // files re-read and accepted
   std::atomic<uint64_t> failures_{0};  // re-reads refused (the old content kept)
+  mutable std::atomic<uint64_t> unknown_key_ids_{0};
 };
 
 }  // namespace shingled
