@@ -1,5 +1,7 @@
 // libFuzzer target: the fuzzy request decoder and, for whatever it accepts,
-// the whole request handling (store lookups, writes, replies) on one core.
+// the whole request handling (store lookups, writes, replies) on one core,
+// from a source under the per-network limit (a burst of 50, so the fuzzer
+// reaches both the refusals and the answers).
 // Nothing may crash, read out of bounds or reply past kMaxReply.
 #include <arpa/inet.h>
 
@@ -18,9 +20,9 @@ using namespace shingled;
 
 
 struct World {
-  World() : store(options()), service(store, config(), sealer), index(store) {
+  World() : store(options()), service(store, config(), sealer), limiter(*service.limit()), index(store) {
     peer.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
+    inet_pton(AF_INET, "192.0.2.1", &peer.sin_addr);
   }
   static StoreOptions options() {
     StoreOptions o;
@@ -31,14 +33,20 @@ struct World {
     Config c = default_config();
     Network lo;
     std::string err;
-    parse_network("127.0.0.0/8", lo, err);
+    parse_network("192.0.2.0/24", lo, err);
     c.allow_update = {lo};
+    c.limit_rate = 10;
+    c.limit_burst = 50;
+    c.limit_bucket_ttl_seconds = 60;
+    c.limit_max_buckets = 16;
     return c;
   }
   FuzzyStore store;
   Sealer sealer;  // no keypair: encrypted datagrams are dropped
   FuzzyService service;
+  NetworkLimiter limiter;
   DirectIndexSink index;
+  uint64_t clock_ms = 1'000'000;
   WorkerContext ctx{64};
   sockaddr_in peer{};
 };
@@ -52,8 +60,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t reply[kMaxReply + 64];
   std::memset(reply + kMaxReply, 0xcd, 64);
   size_t len = 0;
-  switch (w.service.accept(data, size, reinterpret_cast<sockaddr*>(&w.peer), w.ctx, req, seal,
-                           reply, len)) {
+  FuzzyService::Disposition d =
+      w.service.accept(data, size, reinterpret_cast<sockaddr*>(&w.peer), w.ctx, req, seal, reply, len);
+  if (d == FuzzyService::Disposition::limit) {
+    w.clock_ms += 7;  // some leak between requests
+    const NetworkKey key = w.service.limit_key(reinterpret_cast<sockaddr*>(&w.peer));
+    d = w.service.after_limit(w.limiter.charge(key, w.clock_ms), req, seal, w.ctx, reply, len);
+    if (d == FuzzyService::Disposition::limit || d == FuzzyService::Disposition::update) __builtin_trap();
+  }
+  switch (d) {
+    case FuzzyService::Disposition::limit:
     case FuzzyService::Disposition::drop:
       break;
     case FuzzyService::Disposition::update:
