@@ -124,6 +124,7 @@ struct Config {
   bool tcp = false;
   uint64_t tcp_timeout_seconds = 0;   // a connection idle this long is closed
   uint64_t tcp_max_connections = 0;   // all workers together
+  uint64_t tcp_buffer_size = 0;       // input bytes per connection (output: twice)
   // The LMDB environment (a directory) holding the durable copy, and how
   // often changes are committed to it.
   std::string hashfile;

@@ -547,6 +547,10 @@ const OptionRow kRows[] = {
     {"tcp_max_connections", {}, OptionKind::count, 1, 65535, "1024", nullptr,
      "TCP connections open at once, all workers together; more are closed at once",
      &Config::tcp_max_connections},
+    {"tcp_buffer_size", {}, OptionKind::size, 8194, 1 << 20, "16kb", "16384 bytes",
+     "each TCP connection's input buffer (at least one 8192-byte frame and its length); its "
+     "output buffer is twice that",
+     &Config::tcp_buffer_size},
     {"read_only", {}, OptionKind::boolean, 0, 0, "false", nullptr,
      "refuse every WRITE and DEL (503, legacy 403) and refresh nothing: a read-only replica",
      &Config::read_only},

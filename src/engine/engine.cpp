@@ -78,6 +78,7 @@ bool Engine::start(std::string& error) {
     tcp.listeners = unsigned(config_.bind_sockets.size());
     tcp.max_connections = unsigned((config_.tcp_max_connections + worker_count_ - 1) / worker_count_);
     tcp.idle_timeout_ms = uint32_t(std::min<uint64_t>(config_.tcp_timeout_seconds * 1000, UINT32_MAX));
+    tcp.buffer_bytes = uint32_t(config_.tcp_buffer_size);
   }
   IoBackendKind kind = config_.io;
   for (unsigned i = 0; i < worker_count_; ++i) {

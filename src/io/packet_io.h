@@ -51,6 +51,9 @@ struct TcpSettings {
   unsigned listeners = 0;         // 0: no TCP
   unsigned max_connections = 0;   // this worker's share
   uint32_t idle_timeout_ms = 5000;
+  // Each connection's input buffer (at least one largest frame, 8194
+  // bytes); its output buffer is twice that.
+  uint32_t buffer_bytes = 16 * 1024;
 };
 
 // Counters a backend keeps; only its own worker writes them.

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -75,13 +76,13 @@ void UringTcp::mark_dirty(uint32_t slot, Connection& c) {
 }
 
 void UringTcp::arm_receive(uint32_t slot, Connection& c) {
-  if (c.receiving || c.closing || c.filled >= kInputBytes) return;
+  if (c.receiving || c.closing || c.filled >= c.in_size) return;
   io_uring_sqe* sqe = sqes_.next_sqe();
   if (sqe == nullptr) {
     mark_dirty(slot, c);  // the next burst tries again
     return;
   }
-  io_uring_prep_recv(sqe, c.fd, c.in + c.filled, kInputBytes - c.filled, 0);
+  io_uring_prep_recv(sqe, c.fd, c.in.get() + c.filled, c.in_size - c.filled, 0);
   io_uring_sqe_set_data64(sqe, tag(kReceive, id_of(slot, c.generation)));
   c.receiving = true;
   ++in_flight_;
@@ -101,7 +102,7 @@ void UringTcp::recycle() {
     if (c->parsed != 0) {
       // The frames handed out last burst are done with: drop them, keep a
       // partial one (and any complete ones not yet handed out) at the front.
-      std::memmove(c->in, c->in + c->parsed, c->filled - c->parsed);
+      std::memmove(c->in.get(), c->in.get() + c->parsed, c->filled - c->parsed);
       c->filled -= c->parsed;
       c->parsed = 0;
     }
@@ -126,7 +127,7 @@ unsigned UringTcp::deliver_waiting(RxPacket* out, unsigned max) {
 void UringTcp::parse(uint32_t slot, Connection& c, RxPacket* out, unsigned& n, unsigned max) {
   for (;;) {
     uint32_t len = 0;
-    const TcpFrameStatus status = next_tcp_frame(c.in + c.parsed, c.filled - c.parsed, len);
+    const TcpFrameStatus status = next_tcp_frame(c.in.get() + c.parsed, c.filled - c.parsed, len);
     if (status == TcpFrameStatus::bad_length) {
       ++counters_.tcp_bad_frames;
       begin_close(slot, c);
@@ -138,7 +139,7 @@ void UringTcp::parse(uint32_t slot, Connection& c, RxPacket* out, unsigned& n, u
       return;
     }
     RxPacket& p = out[n++];
-    p.data = c.in + c.parsed + 2;
+    p.data = c.in.get() + c.parsed + 2;
     p.len = len;
     p.truncated = false;
     p.listener = c.listener;
@@ -193,7 +194,8 @@ void UringTcp::accept(const Listener& l, int fd, uint64_t now_ms) {
   }
   const uint32_t slot = free_.back();
   free_.pop_back();
-  slots_[slot] = std::make_unique<Connection>();
+  const uint32_t in_bytes = std::max<uint32_t>(settings_.buffer_bytes, kMaxTcpFrame + 2);
+  slots_[slot] = std::make_unique<Connection>(in_bytes, 2 * in_bytes);
   Connection& c = *slots_[slot];
   c.fd = fd;
   c.generation = ++generations_[slot];
@@ -252,7 +254,7 @@ void UringTcp::on_completion(uint64_t kind, uint32_t id, const io_uring_cqe* cqe
     }
     ++counters_.tx_packets;
     counters_.tx_bytes += sent;
-    std::memmove(c->out, c->out + sent, c->out_len - sent);
+    std::memmove(c->out.get(), c->out.get() + sent, c->out_len - sent);
     c->out_len -= sent;
     if (c->out_len != 0 && !c->sends_listed) {
       c->sends_listed = true;
@@ -264,12 +266,12 @@ void UringTcp::on_completion(uint64_t kind, uint32_t id, const io_uring_cqe* cqe
 bool UringTcp::queue_send(uint32_t connection, const uint8_t* data, uint32_t len) {
   Connection* c = find(connection);
   if (c == nullptr || c->closing || len == 0 || len > kMaxTcpFrame ||
-      c->out_len + 2 + len > kOutputBytes) {
+      c->out_len + 2 + len > c->out_size) {
     ++counters_.tcp_replies_dropped;
     return false;
   }
-  put_tcp_frame_length(c->out + c->out_len, len);
-  std::memcpy(c->out + c->out_len + 2, data, len);
+  put_tcp_frame_length(c->out.get() + c->out_len, len);
+  std::memcpy(c->out.get() + c->out_len + 2, data, len);
   c->out_len += 2 + len;
   if (!c->sends_listed) {
     c->sends_listed = true;
@@ -297,7 +299,7 @@ void UringTcp::flush() {
       sends_[kept++] = slot;
       continue;
     }
-    io_uring_prep_send(sqe, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+    io_uring_prep_send(sqe, c->fd, c->out.get(), c->out_len, MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, tag(kSend, id_of(slot, c->generation)));
     c->sending = c->out_len;
     ++in_flight_;

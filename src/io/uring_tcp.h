@@ -4,10 +4,16 @@
 // flight through the worker's own ring. A connection's frames (a
 // little-endian u16 length, 1..kMaxTcpFrame, then one request) are handed to
 // the engine as packets of the burst, and its replies are framed into its
-// send buffer and go out at flush(). Every limit is fixed: connections per
-// worker, 16 KiB of input and 32 KiB of output each; a length of 0 or above
+// send buffer and go out at flush(). Every limit is set at start:
+// connections per worker, tcp_buffer_size of input and twice that of output
+// each (allocated at accept, freed at close); a length of 0 or above
 // kMaxTcpFrame closes the connection (only it), and so does tcp_timeout
-// without a byte from the client. Owned by UringIo; its worker's thread only.
+// without a byte from the client. A full input buffer stops reading (TCP's
+// flow control holds the client back); a reply that finds the output buffer
+// full is dropped and counted (tcp_replies_dropped). A receive writes
+// straight into the connection's buffer, one in flight per connection
+// (docs/engine.md says why not multishot). Owned by UringIo; its worker's
+// thread only.
 #pragma once
 
 #include <liburing.h>
@@ -76,10 +82,9 @@ class UringTcp {
   unsigned connections_open() const { return open_; }
 
  private:
-  static constexpr uint32_t kInputBytes = 16 * 1024;
-  static constexpr uint32_t kOutputBytes = 32 * 1024;
-
   struct Connection {
+    Connection(uint32_t in_bytes, uint32_t out_bytes)
+        : in_size(in_bytes), out_size(out_bytes), in(new uint8_t[in_bytes]), out(new uint8_t[out_bytes]) {}
     int fd = -1;
     uint16_t generation = 0;
     uint16_t listener = 0;
@@ -94,8 +99,10 @@ class UringTcp {
     bool closing = false;
     bool dirty = false;      // on the dirty_ list
     bool sends_listed = false;
-    uint8_t in[kInputBytes];
-    uint8_t out[kOutputBytes];
+    uint32_t in_size;
+    uint32_t out_size;
+    std::unique_ptr<uint8_t[]> in;
+    std::unique_ptr<uint8_t[]> out;
   };
   struct Listener {
     int fd = -1;

@@ -103,7 +103,7 @@ class TcpClient {
 
 struct TcpServer {
   explicit TcpServer(unsigned workers = 2, uint64_t timeout_s = 5, uint64_t max_connections = 1024,
-                     const char* blocked = nullptr)
+                     const char* blocked = nullptr, uint64_t buffer_bytes = 16 * 1024)
       : store(options()) {
     config = test::two_worker_config("127.0.0.1");
     port = free_port_for_both();
@@ -115,6 +115,7 @@ struct TcpServer {
     config.tcp = true;
     config.tcp_timeout_seconds = timeout_s;
     config.tcp_max_connections = max_connections;
+    config.tcp_buffer_size = buffer_bytes;
     if (blocked != nullptr) {
       Network net;
       parse_network(blocked, net, err);
@@ -301,6 +302,22 @@ TEST(FuzzyOverTcp, connections_beyond_the_limit_are_closed_at_once) {
   EXPECT_EQ(a.replies(1).size(), 1u) << "the first two live on";
   for (int i = 0; i < 100 && server.total(&WorkerStats::tcp_refused) < 1; ++i) usleep(10'000);
   EXPECT_EQ(server.total(&WorkerStats::tcp_refused), 1u);
+}
+
+// tcp_buffer_size at its smallest still takes a largest frame (8192 bytes
+// and its length), then the frames after it.
+TEST(FuzzyOverTcp, the_smallest_buffer_holds_a_largest_frame) {
+  TcpServer server(1, 5, 16, nullptr, 8194);
+  ASSERT_TRUE(server.started);
+  TcpClient c(server.port);
+  std::vector<uint8_t> big(8192, 0);  // not a request: dropped, the connection kept
+  c.send(frame(big));
+  fuzzy::Request ping = make_request(1, fuzzy::kPing, 0, 42);
+  ping.tag = 78;
+  c.send(frame(encode(ping)));
+  const auto got = c.replies(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(load_le32(got.at(78).data()), 42u);
 }
 
 // A source in `blocked` has its connection closed at accept (rspamd does
