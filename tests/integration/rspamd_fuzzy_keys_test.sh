@@ -14,7 +14,9 @@
 #  4. a dynamic key that may write learns; the map edited while the daemon
 #     runs replaces it with another, which learns within 2 s, while the
 #     removed one is no longer answered;
-#  5. shinglectl stats names the keys.
+#  5. shinglectl stats names the keys;
+#  6. a key past its expire day is refused on CHECK (503): rspamd 3.10+
+#     shows FUZZY_FORBIDDEN, 3.4 only logs the code; either way no hit.
 #
 # Usage: rspamd_fuzzy_keys_test.sh --build BUILD_DIR
 set -u
@@ -37,7 +39,7 @@ read -r P_NORMAL P_CTRL P_FUZZY <<<"$(free_ports 3)"
 lib_make_mails
 
 # ---------------------------------------------------------------- keys, maps, config
-for k in scan learn dyn dyn2; do
+for k in scan learn dyn dyn2 old; do
     "$SHINGLECTL" keypair >"$TMP/$k.kp" || die "shinglectl keypair failed"
     printf -v "PUB_$k" '%s' "$(sed -n 's/^ *pubkey = "\(.*\)";/\1/p' "$TMP/$k.kp")"
 done
@@ -72,6 +74,7 @@ worker "fuzzy" {
   blocked = "file://$TMP/blocked.map";
 $(block "$TMP/scan.kp" 'name = "scanners";')
 $(block "$TMP/learn.kp" 'name = "learners"; allowed_ops = ["read", "write", "delete"]; ratelimit = "100000 / 1h";')
+$(block "$TMP/old.kp" 'name = "retired"; expire = "01-01-2020";')
   dynamic_keys_map = "$TMP/dynamic.map";
   forbidden_ids = [99];
   weak_ids = [98];
@@ -117,14 +120,16 @@ RSPAMD_SYMBOLS='    FUZZY_SCAN { weight = 1.0; }
     FUZZY_SCAN_SEES_LEARNED { weight = 1.0; }
     FUZZY_LEARN { weight = 1.0; }
     FUZZY_DYN { weight = 1.0; }
-    FUZZY_DYN2 { weight = 1.0; }'
+    FUZZY_DYN2 { weight = 1.0; }
+    FUZZY_OLD { weight = 1.0; }'
 # scan: the scanners key trying to learn (flag 11); scan_read: the same key
 # reading what the learners key learned (flag 12), as a read-only rule.
 RSPAMD_RULES="$(rule scan "$PUB_scan" 11 FUZZY_SCAN)
 $(rule scan_read "$PUB_scan" 12 FUZZY_SCAN_SEES_LEARNED true)
 $(rule learn "$PUB_learn" 12 FUZZY_LEARN)
 $(rule dyn "$PUB_dyn" 13 FUZZY_DYN)
-$(rule dyn2 "$PUB_dyn2" 14 FUZZY_DYN2)"
+$(rule dyn2 "$PUB_dyn2" 14 FUZZY_DYN2)
+$(rule old "$PUB_old" 12 FUZZY_OLD true)"
 start_rspamd
 check_alive
 
@@ -147,7 +152,13 @@ print(keys['scanners']['errors'], keys['learners']['writes'])")
 echo "== 3. reads through both keys"
 expect_sym learned_mail_hits_through_learners msg1.eml FUZZY_LEARN present
 expect_sym learned_mail_hits_through_scanners msg1.eml FUZZY_SCAN_SEES_LEARNED present
-expect_none refused_learn_stored_nothing msg6.eml
+# (FUZZY_FORBIDDEN may show: the expired key's rule, part 6)
+scan msg6.eml
+if [ -z "$(sym_line FUZZY_SCAN)$(sym_line FUZZY_LEARN)$(sym_line FUZZY_SCAN_SEES_LEARNED)" ]; then
+    pass refused_learn_stored_nothing "msg6.eml: $(seen)"
+else
+    fail refused_learn_stored_nothing "msg6.eml hits: $(seen)"
+fi
 
 echo "== 4. dynamic keys"
 fuzzy_op dynamic_key_learns fuzzy_add 13 10 msg3.eml
@@ -171,5 +182,17 @@ if [ $code != 0 ] && ! grep -q 'success = true' "$TMP/op-dyn-gone.out"; then
 else
     fail removed_dynamic_key_is_not_answered "the removed key still learns"
 fi
+echo "== 6. an expired key"
+scan msg1.eml
+if [ -n "$(sym_line FUZZY_OLD)" ]; then
+    fail expired_key_is_refused "the expired key still reads: $(seen)"
+elif client_at_least 3.10 && [ -z "$(sym_line FUZZY_FORBIDDEN)" ]; then
+    fail expired_key_is_refused "no FUZZY_FORBIDDEN from a $RSPAMD_CLIENT_VERSION client: $(seen)"
+else
+    pass expired_key_is_refused "$(seen)"
+fi
+expired=$("$SHINGLECTL" --socket "$TMP/ctl.sock" stats --json |
+    "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['totals']['key_expired'])")
+[ "$expired" -ge 1 ] && pass expired_key_counted "key_expired = $expired" || fail expired_key_counted "key_expired = $expired"
 check_alive
 finish
