@@ -482,7 +482,7 @@ int run_info(const OfflineOptions& options) {
     printf("%-16s%llu (shinglectl dump names them)\n", "undecodable",
            static_cast<unsigned long long>(undecodable));
   }
-  printf("%-16s%llu bytes\n", "data.mdb", static_cast<unsigned long long>(bytes));
+  printf("%-16s%llu bytes in use\n", "data.mdb", static_cast<unsigned long long>(bytes));
   if (last_sync == 0) {
     printf("%-16snever\n", "last sync");
   } else {

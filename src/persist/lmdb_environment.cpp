@@ -208,7 +208,13 @@ bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
       close();
       return false;
     }
-    rc = mdb_env_open(env_, path.c_str(), access == Access::read_only ? MDB_RDONLY : 0, 0600);
+    // MDB_WRITEMAP: a write transaction changes the mapped file in place
+    // instead of copying every page it touches into malloc'd memory that
+    // LMDB keeps at its peak for the process's life (docs/persistence.md,
+    // "Memory of a sync"). The commit still msyncs before the meta page, so
+    // a sync stays durable and all-or-nothing. LMDB extends data.mdb to the
+    // map size at open (a sparse file: only written pages take disk).
+    rc = mdb_env_open(env_, path.c_str(), access == Access::read_only ? MDB_RDONLY : MDB_WRITEMAP, 0600);
     if (rc != 0) {
       if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
         error = mdb_fail(path, "not a usable LMDB environment (data.mdb)", rc);
@@ -563,9 +569,10 @@ uint64_t LmdbEnvironment::last_sync() const {
 
 size_t LmdbEnvironment::file_bytes() const {
   if (env_ == nullptr) return 0;
-  struct stat st;
-  if (::stat((path_ + "/data.mdb").c_str(), &st) != 0) return 0;
-  return size_t(st.st_size);
+  MDB_envinfo info;
+  MDB_stat st;
+  if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &st) != 0) return 0;
+  return size_t(info.me_last_pgno + 1) * st.ms_psize;
 }
 
 size_t LmdbEnvironment::map_size() const {

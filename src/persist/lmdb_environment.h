@@ -114,7 +114,9 @@ class LmdbEnvironment {
   uint64_t count(RecordType type) const;
   // Unix seconds stored by the last successful apply(); 0 if never.
   uint64_t last_sync() const;
-  // Size of <path>/data.mdb on disk in bytes (its high-water mark, not the map).
+  // Bytes of <path>/data.mdb in use: its pages up to the last one ever
+  // written (the high-water mark). The file itself is as long as the map
+  // (MDB_WRITEMAP extends it, sparse, at open), so its length says nothing.
   size_t file_bytes() const;
   // Current map size in bytes (grows on MDB_MAP_FULL).
   size_t map_size() const;

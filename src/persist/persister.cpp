@@ -1,6 +1,8 @@
 // The persistence thread and its writer (see persister.h).
 #include "persist/persister.h"
 
+#include <malloc.h>
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +16,11 @@
 #include "common/log.h"
 
 namespace shingled {
+
+namespace {
+// A sync this large gives its memory back to the system when it is done.
+constexpr size_t kLargeSync = 10'000;
+}  // namespace
 
 namespace {
 constexpr auto kIdleSleep = std::chrono::milliseconds(2);
@@ -235,23 +242,31 @@ void Persister::write_loop() {
     std::string error;
     const bool ok = env_.apply(changes.data(), changes.size(), sync_time, error);
     const uint64_t took = monotonic_ms_now() - started;
+    const size_t synced = changes.size();
     if (ok) {
-      stats_.syncs.fetch_add(1, std::memory_order_relaxed);
+      // The batch and the change list are freed here, off the draining
+      // thread, and a large sync's memory goes back to the system (not kept
+      // by the allocator at its peak) before the sync is reported done.
+      changes.clear();
+      batch_ = PendingChanges();
+      if (synced >= kLargeSync) {
+        std::vector<Change>().swap(changes);
+        malloc_trim(0);
+      }
       stats_.last_sync_unix.store(sync_time, std::memory_order_relaxed);
-      stats_.last_sync_changes.store(changes.size(), std::memory_order_relaxed);
+      stats_.last_sync_changes.store(synced, std::memory_order_relaxed);
       stats_.last_sync_ms.store(took, std::memory_order_relaxed);
       stats_.db_bytes.store(env_.file_bytes(), std::memory_order_relaxed);
-      if (changes.size() >= 100'000 || took >= 1000) {
-        LOG_INFO("persistence: synced %zu changes in %llu ms", changes.size(),
-                 (unsigned long long)took);
+      stats_.syncs.fetch_add(1, std::memory_order_release);
+      if (synced >= 100'000 || took >= 1000) {
+        LOG_INFO("persistence: synced %zu changes in %llu ms", synced, (unsigned long long)took);
       }
     } else {
       stats_.sync_failures.fetch_add(1, std::memory_order_relaxed);
-      LOG_ERROR("persistence: sync of %zu changes failed, kept for the next one: %s",
-                changes.size(), error.c_str());
+      LOG_ERROR("persistence: sync of %zu changes failed, kept for the next one: %s", synced,
+                error.c_str());
+      changes.clear();
     }
-    changes.clear();
-    if (ok) batch_ = PendingChanges();  // still ours: freed here, off the draining thread
     std::lock_guard<std::mutex> lock(mu_);
     batch_failed_ = !ok;
     batch_done_ = true;

@@ -135,7 +135,8 @@ d3="$tmp/trunc"
 mkdir -p "$d3"
 cp -r "$d2/db" "$d3/db"
 write_conf "$d3"
-size=$(stat -c %s "$d3/db/data.mdb")
+# The bytes in use (the file itself is as long as the map: MDB_WRITEMAP).
+size=$("$ctl" info --db "$d3/db" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['data_bytes'])")
 truncate -s $((size / 2)) "$d3/db/data.mdb"
 for what in daemon info dump; do
   case $what in

@@ -147,7 +147,7 @@ EOF
 then pass "info --json figures are right"; else fail "info --json figures are right" "$(cat info.json)"; fi
 flag1=$(python3 -c 'import json; print(json.load(open("expected_info.json"))["flags"]["1"])')
 expect_run "info table shows hashes, per-flag counts, size and UTC sync time" 0 \
-  "hashes +1000.*flag 1 +$flag1 .*data.mdb +[0-9]+ bytes.*last sync +[0-9]+ \([0-9-]+T[0-9:]+Z\)" \
+  "hashes +1000.*flag 1 +$flag1 .*data.mdb +[0-9]+ bytes in use.*last sync +[0-9]+ \([0-9-]+T[0-9:]+Z\)" \
   bash -c "'$ctl' info --db db1 | tr '\n' ' '"
 printf 'hashfile = "%s/db1";\n' "$tmp" >shingled.conf
 expect_run "info --config takes the hashfile" 0 'hashes +1000' "$ctl" info --config shingled.conf
