@@ -189,6 +189,8 @@ std::vector<PersistRow> collect_persistence(const Engine& engine, const Persiste
       {"last_sync_changes", s.last_sync_changes.load()},
       {"last_sync_ms", s.last_sync_ms.load()},
       {"pending_changes", s.pending.load()},
+      {"pending_bytes", s.pending_bytes.load()},
+      {"last_sync_batch_bytes", s.last_sync_batch_bytes.load()},
       {"changes_recorded", recorded},
       {"changes_received", s.received.load()},
       {"feed_chunks_allocated", allocated},

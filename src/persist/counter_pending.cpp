@@ -5,12 +5,18 @@
 
 namespace shingled {
 
+namespace {
+size_t heap_bytes(const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; }
+}  // namespace
+
 void CounterPending::add(const CounterChange& change) {
   encode_counter_key(change.key, key_scratch_);
   Entry& e = map_[key_scratch_];
+  value_bytes_ -= heap_bytes(e.value);
   if (change.erase) {
     e.erase = true;
     e.value.clear();
+    value_bytes_ += heap_bytes(e.value);
     return;
   }
   // A continuing piece follows its first piece from the same feed, so the
@@ -21,11 +27,15 @@ void CounterPending::add(const CounterChange& change) {
     encode_counter_value_head(change.key, change.home, e.value);
   }
   append_counter_slots(change.slots, change.n_slots, e.value);
+  value_bytes_ += heap_bytes(e.value);
 }
 
 void CounterPending::absorb_older(CounterPending&& older) {
   for (auto& [key, entry] : older.map_) map_.try_emplace(key, std::move(entry));
   older.map_.clear();
+  older.value_bytes_ = 0;
+  value_bytes_ = 0;
+  for (const auto& [key, entry] : map_) value_bytes_ += heap_bytes(entry.value);
 }
 
 void CounterPending::to_changes(std::vector<Change>& out) const {

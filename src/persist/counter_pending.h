@@ -22,6 +22,8 @@ class CounterPending {
 
   size_t size() const { return map_.size(); }
   bool empty() const { return map_.empty(); }
+  // About how much memory the entries hold: a node each and their values.
+  size_t approx_bytes() const { return map_.size() * kEntryBytes + value_bytes_; }
   // Appends one Change per entry; the views point into this object and stay
   // valid until it is changed or destroyed.
   void to_changes(std::vector<Change>& out) const;
@@ -31,7 +33,10 @@ class CounterPending {
     bool erase = false;
     std::string value;  // encoded (counter_record_codec.h) unless erase
   };
+  // A node: the key (19 bytes, inline), the entry, next pointer, hash, bucket.
+  static constexpr size_t kEntryBytes = sizeof(std::string) + sizeof(Entry) + 3 * sizeof(void*);
   std::unordered_map<std::string, Entry> map_;  // key: the encoded counter key
+  size_t value_bytes_ = 0;
   std::string key_scratch_;
 };
 

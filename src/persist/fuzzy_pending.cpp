@@ -23,7 +23,15 @@ size_t FuzzyPending::KeyHash::operator()(const Key& k) const {
 // without shingles after a put with them keeps those shingles; after an
 // erase it must not pick up the deleted record's shingles from disk.
 void FuzzyPending::combine(Entry& older, Entry&& newer) {
-  if (newer.erase || !newer.merge) {
+  if (newer.erase) {
+    // An erase holds no value: release the record it replaces (a move
+    // assignment of an empty string would keep its buffer).
+    older.erase = true;
+    older.merge = false;
+    std::string().swap(older.value);
+    return;
+  }
+  if (!newer.merge) {
     older = std::move(newer);
     return;
   }
@@ -41,15 +49,22 @@ void FuzzyPending::combine(Entry& older, Entry&& newer) {
   older.value = std::move(newer.value);  // both without shingles: still merge on disk
 }
 
+namespace {
+// The heap bytes a string holds (none while it fits its inline buffer).
+size_t heap_bytes(const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; }
+}  // namespace
+
 void FuzzyPending::put(const uint8_t* digest, Entry&& newer) {
   Key k;
   std::memcpy(k.bytes, digest, sizeof k.bytes);
   auto [it, inserted] = map_.try_emplace(k);
+  value_bytes_ -= heap_bytes(it->second.value);
   if (inserted) {
     it->second = std::move(newer);
   } else {
     combine(it->second, std::move(newer));
   }
+  value_bytes_ += heap_bytes(it->second.value);
 }
 
 void FuzzyPending::add(const FuzzyChange& change) {
@@ -82,6 +97,9 @@ void FuzzyPending::absorb_older(FuzzyPending&& older) {
     }
   }
   older.map_.clear();
+  older.value_bytes_ = 0;
+  value_bytes_ = 0;
+  for (const auto& [key, entry] : map_) value_bytes_ += heap_bytes(entry.value);
 }
 
 void FuzzyPending::to_changes(std::vector<Change>& out) const {

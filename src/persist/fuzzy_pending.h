@@ -25,6 +25,8 @@ class FuzzyPending {
 
   size_t size() const { return map_.size(); }
   bool empty() const { return map_.empty(); }
+  // About how much memory the entries hold: a node each and their values.
+  size_t approx_bytes() const { return map_.size() * kEntryBytes + value_bytes_; }
   // Appends one Change per entry; the views point into this object and stay
   // valid until it is changed or destroyed.
   void to_changes(std::vector<Change>& out) const;
@@ -47,7 +49,10 @@ class FuzzyPending {
   static void combine(Entry& older, Entry&& newer);
   void put(const uint8_t* digest, Entry&& newer);
 
+  // A node of the map (key, entry, next pointer, cached hash) and its bucket.
+  static constexpr size_t kEntryBytes = sizeof(Key) + sizeof(Entry) + 3 * sizeof(void*);
   std::unordered_map<Key, Entry, KeyHash> map_;
+  size_t value_bytes_ = 0;  // the values' heap bytes (capacity past the inline buffer)
 };
 
 }  // namespace shingled

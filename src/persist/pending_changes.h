@@ -35,6 +35,11 @@ class BlobPending {
   }
   size_t size() const { return map_.size(); }
   bool empty() const { return map_.empty(); }
+  size_t approx_bytes() const {
+    size_t n = 0;
+    for (const auto& [k, e] : map_) n += k.size() + e.value.size() + 64;
+    return n;
+  }
   void to_changes(std::vector<Change>& out) const {
     for (const auto& [k, e] : map_) {
       Change c{};
@@ -81,6 +86,8 @@ struct PendingChanges {
     blobs.absorb_older(std::move(older.blobs));
   }
   size_t size() const { return fuzzy.size() + counters.size() + blobs.size(); }
+  // About how much memory the pending changes hold.
+  size_t approx_bytes() const { return fuzzy.approx_bytes() + counters.approx_bytes() + blobs.approx_bytes(); }
   bool empty() const { return fuzzy.empty() && counters.empty() && blobs.empty(); }
   void to_changes(std::vector<Change>& out) const {
     fuzzy.to_changes(out);

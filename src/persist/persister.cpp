@@ -45,7 +45,12 @@ Persister::~Persister() {
 
 void Persister::seed(PendingChanges&& changes) {
   pending_.absorb_older(std::move(changes));
+  note_pending();
+}
+
+void Persister::note_pending() {
   stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+  stats_.pending_bytes.store(pending_.approx_bytes(), std::memory_order_relaxed);
 }
 
 // Workers are pinned one per core, so these threads share a core with one
@@ -118,7 +123,7 @@ bool Persister::drain() {
       moved = true;
     }
   }
-  if (moved) stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+  if (moved) note_pending();
   return moved;
 }
 
@@ -191,6 +196,7 @@ void Persister::advance(uint64_t now_ms) {
 }
 
 void Persister::hand_to_writer() {
+  stats_.last_sync_batch_bytes.store(pending_.approx_bytes(), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch_ = std::move(pending_);
@@ -200,7 +206,7 @@ void Persister::hand_to_writer() {
     batch_failed_ = false;
   }
   pending_ = PendingChanges();
-  stats_.pending.store(0, std::memory_order_relaxed);
+  note_pending();
   stats_.sync_in_progress.store(1, std::memory_order_relaxed);
   cv_.notify_all();
 }
@@ -220,7 +226,7 @@ void Persister::take_back_failed() {
     batch_failed_ = false;
   }
   pending_.absorb_older(std::move(failed));
-  stats_.pending.store(pending_.size(), std::memory_order_relaxed);
+  note_pending();
 }
 
 void Persister::write_loop() {

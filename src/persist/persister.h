@@ -40,6 +40,8 @@ struct PersisterStats {
   std::atomic<uint64_t> last_sync_ms{0};      // its commit time
   std::atomic<uint64_t> sync_in_progress{0};  // 1 from the sealing to the end of the commit
   std::atomic<uint64_t> pending{0};           // distinct records waiting for the next sync
+  std::atomic<uint64_t> pending_bytes{0};     // about how much memory they hold
+  std::atomic<uint64_t> last_sync_batch_bytes{0};  // the same of the last sync's batch, sealed: its peak
   std::atomic<uint64_t> received{0};          // changes drained from the feeds
   std::atomic<uint64_t> db_bytes{0};          // data.mdb after the last sync
 };
@@ -78,6 +80,7 @@ class Persister {
   enum class State { idle, awaiting_markers, writing };
 
   void run();          // the draining thread
+  void note_pending();  // publishes the pending figures
   void write_loop();   // the writer thread
   bool drain();        // true when it moved anything
   void advance(uint64_t now_ms);

@@ -93,6 +93,27 @@ std::vector<ChangeChunk*> take_all(ChangeFeed& feed) {
   return out;
 }
 
+// What `pending_bytes` reports: about the memory the pending changes hold,
+// growing with distinct digests and their values, not with repeats.
+TEST(PendingChanges, approx_bytes_follow_the_distinct_records_and_their_values) {
+  FuzzyPending p;
+  EXPECT_EQ(p.approx_bytes(), 0u);
+  for (uint64_t i = 0; i < 1000; ++i) p.add(put(record_for(i, 1, 1, true)));
+  const size_t thousand = p.approx_bytes();
+  // 64-byte key, the entry, the node, and a 275-byte value with shingles.
+  EXPECT_GT(thousand, 1000u * (64 + 275));
+  EXPECT_LT(thousand, 1000u * 600);
+  for (uint64_t i = 0; i < 1000; ++i) p.add(put(record_for(i, 1, 2, true)));
+  EXPECT_EQ(p.approx_bytes(), thousand) << "a repeat replaces its value";
+  for (uint64_t i = 0; i < 1000; ++i) p.add(erase(record_for(i, 1, 2, true)));
+  EXPECT_LT(p.approx_bytes(), thousand / 2) << "an erase holds no value";
+  FuzzyPending older;
+  for (uint64_t i = 1000; i < 1500; ++i) older.add(put(record_for(i, 1, 1, true)));
+  p.absorb_older(std::move(older));
+  EXPECT_GT(p.approx_bytes(), thousand / 2);
+  EXPECT_EQ(older.approx_bytes(), 0u);
+}
+
 TEST(ChangeFeed, listed_changes_wait_for_chunks_to_come_back_instead_of_allocating) {
   // A sync of 100k changed counters while the persistence thread takes
   // nothing: the worker reports only what keeps kListedChunksInFlight
