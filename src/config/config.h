@@ -129,6 +129,7 @@ struct Config {
   // often changes are committed to it.
   std::string hashfile;
   uint32_t sync_seconds = 0;
+  uint64_t sync_memory_limit = 0;  // pending changes' memory that starts a sync early
   uint64_t max_hashes = 0;  // capacity of the digest table
   uint64_t max_memory = 0;  // or: capacity from a RAM budget (bytes); 0 = unset
 

@@ -464,7 +464,7 @@ int run(int argc, char** argv) {
   engine.set_saved_network_buckets(std::move(network_buckets));
   engine.access().publish(maps->build());
   engine.set_map_loader(maps.get());
-  Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds});
+  Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds, size_t(config.sync_memory_limit)});
   persister.seed(std::move(first_sync));
   persister.start();
   ControlServer control(engine, &persister, started);

@@ -191,6 +191,7 @@ std::vector<PersistRow> collect_persistence(const Engine& engine, const Persiste
       {"pending_changes", s.pending.load()},
       {"pending_bytes", s.pending_bytes.load()},
       {"last_sync_batch_bytes", s.last_sync_batch_bytes.load()},
+      {"early_syncs", s.early_syncs.load()},
       {"changes_recorded", recorded},
       {"changes_received", s.received.load()},
       {"feed_chunks_allocated", allocated},

@@ -48,6 +48,11 @@ void Persister::seed(PendingChanges&& changes) {
   note_pending();
 }
 
+bool Persister::over_memory_limit() const {
+  return options_.pending_memory_limit != 0 &&
+         stats_.pending_bytes.load(std::memory_order_relaxed) >= options_.pending_memory_limit;
+}
+
 void Persister::note_pending() {
   stats_.pending.store(pending_.size(), std::memory_order_relaxed);
   stats_.pending_bytes.store(pending_.approx_bytes(), std::memory_order_relaxed);
@@ -160,7 +165,16 @@ bool Persister::drain_all_final() {
 void Persister::advance(uint64_t now_ms) {
   switch (state_) {
     case State::idle:
-      if (now_ms < next_sync_ms_ && !sync_requested_.load(std::memory_order_acquire)) return;
+      if (now_ms < next_sync_ms_ && !sync_requested_.load(std::memory_order_acquire)) {
+        if (!over_memory_limit()) return;
+        stats_.early_syncs.fetch_add(1, std::memory_order_relaxed);
+        if (last_early_log_ms_ == 0 || now_ms - last_early_log_ms_ >= 60'000) {
+          LOG_INFO("persistence: the pending changes hold %llu bytes, past sync_memory_limit: "
+                   "syncing before the period ends",
+                   (unsigned long long)stats_.pending_bytes.load(std::memory_order_relaxed));
+          last_early_log_ms_ = now_ms;
+        }
+      }
       // Clear the request before marking the sync active: a request landing
       // in between then either counts on this sync or leaves the flag set.
       sync_requested_.store(false, std::memory_order_seq_cst);

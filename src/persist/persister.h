@@ -29,6 +29,11 @@ namespace shingled {
 
 struct PersisterOptions {
   uint32_t sync_seconds = 60;
+  // When the changes waiting for the next sync hold about this much memory,
+  // the sync starts at once instead of at the end of its period (0: never
+  // early). A sync in progress finishes first: this bounds when a sync
+  // starts, not the memory itself (docs/persistence.md).
+  size_t pending_memory_limit = 0;
 };
 
 // Live figures, readable from any thread.
@@ -42,6 +47,7 @@ struct PersisterStats {
   std::atomic<uint64_t> pending{0};           // distinct records waiting for the next sync
   std::atomic<uint64_t> pending_bytes{0};     // about how much memory they hold
   std::atomic<uint64_t> last_sync_batch_bytes{0};  // the same of the last sync's batch, sealed: its peak
+  std::atomic<uint64_t> early_syncs{0};       // syncs started before their period: pending_memory_limit
   std::atomic<uint64_t> received{0};          // changes drained from the feeds
   std::atomic<uint64_t> db_bytes{0};          // data.mdb after the last sync
 };
@@ -81,6 +87,8 @@ class Persister {
 
   void run();          // the draining thread
   void note_pending();  // publishes the pending figures
+  bool over_memory_limit() const;
+  uint64_t last_early_log_ms_ = 0;
   void write_loop();   // the writer thread
   bool drain();        // true when it moved anything
   void advance(uint64_t now_ms);

@@ -345,6 +345,39 @@ TEST_F(PersistTest, a_requested_sync_covers_what_was_recorded_before_it) {
   EXPECT_EQ(env.count(RecordType::fuzzy), 501u) << "finish() must drain every feed";
 }
 
+// sync_memory_limit: pending changes past it start a sync long before the
+// period ends, and every change still reaches the disk.
+TEST_F(PersistTest, pending_changes_past_the_memory_limit_start_a_sync_early) {
+  LmdbEnvironment env;
+  open(env);
+  ChangeFeed feed;
+  Persister persister(env, {&feed}, PersisterOptions{3600, 64 * 1024});
+  persister.start();
+  std::atomic<bool> stop{false};
+  std::atomic<int> recorded{0};
+  std::thread worker([&] {
+    for (int i = 0; !stop; ++i) {
+      if (i < 2000) {
+        feed.next() = put(record_for(uint64_t(i), 1, 1, true));
+        feed.commit();
+        recorded.fetch_add(1);
+      }
+      feed.flush();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    feed.flush();
+  });
+  ASSERT_TRUE(wait_for([&] { return recorded.load() == 2000; }));
+  ASSERT_TRUE(wait_for([&] { return persister.stats().syncs.load() >= 1; }))
+      << "no sync before the hour-long period ended";
+  EXPECT_GE(persister.stats().early_syncs.load(), 1u);
+  EXPECT_GE(persister.stats().last_sync_batch_bytes.load(), 64u * 1024);
+  stop = true;
+  worker.join();
+  EXPECT_TRUE(persister.finish());
+  EXPECT_EQ(env.count(RecordType::fuzzy), 2000u) << "every change reached the disk";
+}
+
 TEST_F(PersistTest, seeded_deletions_are_committed_at_the_first_sync) {
   LmdbEnvironment env;
   open(env);
