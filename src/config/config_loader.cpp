@@ -4,9 +4,6 @@
 // not understand, with the file, the line and the reason; never guesses.
 #include "config/config_loader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <arpa/inet.h>
 
@@ -19,6 +16,7 @@
 #include <vector>
 
 #include "common/net_address.h"
+#include "common/text_file.h"
 #include "config/option_parser.h"
 #include "config/option_table.h"
 #include "config/ucl_parser.h"
@@ -314,32 +312,11 @@ bool load_config_file(const std::string& path, Config& out, ConfigError& error) 
     error.reason = reason;
     return false;
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
+  std::string text, why;
+  if (!read_text_file(path, kUclMaxInputBytes, text, why)) {
+    // "larger than N bytes": say what that means for a config.
+    return fail(why.rfind("larger", 0) == 0 ? why + ": this is not a config file" : why);
   }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int saved = errno;
-      ::close(fd);
-      return fail(std::string("cannot read: ") + std::strerror(saved));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kUclMaxInputBytes) {
-      ::close(fd);
-      return fail("larger than " + std::to_string(kUclMaxInputBytes) +
-                  " bytes: this is not a config file");
-    }
-  }
-  ::close(fd);
   return load_config_text(text, path, out, error);
 }
 

@@ -71,11 +71,8 @@ bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
       [&](std::string_view key, std::string_view value) {
         // Every saved record is rewritten or deleted at the first sync: the
         // workers of this run save under their own slots.
-        if (key.size() == 4) {
-          first_sync.blobs.erase(uint8_t(RecordType::fuzzy_limits),
-                                 uint32_t(uint8_t(key[0])) << 24 | uint32_t(uint8_t(key[1])) << 16 |
-                                     uint32_t(uint8_t(key[2])) << 8 | uint8_t(key[3]));
-        }
+        uint32_t slot;
+        if (BlobPending::slot_of(key, slot)) first_sync.blobs.erase(uint8_t(RecordType::fuzzy_limits), slot);
         ++records;
         if (!decode_network_buckets(value, out)) ++bad;
         return true;

@@ -8,6 +8,7 @@
 #include "access/map_entries.h"
 #include "access/map_file.h"
 #include "common/log.h"
+#include "common/text_file.h"
 #include "config/keypair_block.h"
 #include "config/ucl_parser.h"
 
@@ -55,21 +56,9 @@ bool MapLoader::stamp_of(const std::string& path, Stamp& out, std::string& error
 // with one key id, refuses the file with the block's line.
 bool MapLoader::read_keys(File& f, std::string& error) const {
   std::string text;
-  {
-    std::unique_ptr<FILE, int (*)(FILE*)> in(fopen(f.path.c_str(), "re"), fclose);
-    if (!in) {
-      error = f.path + ": cannot be read: " + strerror(errno);
-      return false;
-    }
-    char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, in.get())) > 0) {
-      text.append(buf, got);
-      if (text.size() > kUclMaxInputBytes) {
-        error = f.path + ": more than " + std::to_string(kUclMaxInputBytes) + " bytes";
-        return false;
-      }
-    }
+  if (!read_text_file(f.path, kUclMaxInputBytes, text, error)) {
+    error = f.path + ": " + error;
+    return false;
   }
   UclNode root;
   UclError ucl;

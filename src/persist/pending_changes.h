@@ -55,6 +55,13 @@ class BlobPending {
   static std::string slot_key(uint32_t slot) {
     return std::string{char(slot >> 24), char(slot >> 16), char(slot >> 8), char(slot)};
   }
+  // The slot a record key names; false for a key that is not one.
+  static bool slot_of(std::string_view key, uint32_t& slot) {
+    if (key.size() != 4) return false;
+    slot = uint32_t(uint8_t(key[0])) << 24 | uint32_t(uint8_t(key[1])) << 16 |
+           uint32_t(uint8_t(key[2])) << 8 | uint8_t(key[3]);
+    return true;
+  }
 
  private:
   struct Entry {

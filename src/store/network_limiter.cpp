@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/little_endian.h"
+
 namespace shingled {
 
 namespace {
@@ -206,19 +208,18 @@ constexpr char kMagic[4] = {'N', 'L', 'B', '1'};
 constexpr size_t kSavedBucketSize = 16 + 1 + 8 + 8 + 8 + 1;
 
 void put64(std::string& out, uint64_t v) {
-  for (unsigned i = 0; i < 8; ++i) out.push_back(char(v >> (8 * i)));
+  uint8_t b[8];
+  store_le64(b, v);
+  out.append(reinterpret_cast<const char*>(b), sizeof b);
 }
-uint64_t get64(const char* p) {
-  uint64_t v = 0;
-  for (unsigned i = 0; i < 8; ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
-  return v;
-}
+uint64_t get64(const char* p) { return load_le64(reinterpret_cast<const uint8_t*>(p)); }
 }  // namespace
 
 std::string NetworkLimiter::encode(uint64_t now_ms, uint64_t now_unix_ms) const {
   std::string out(kMagic, sizeof kMagic);
-  const uint32_t n = uint32_t(size_);
-  for (unsigned i = 0; i < 4; ++i) out.push_back(char(n >> (8 * i)));
+  uint8_t count[4];
+  store_le32(count, uint32_t(size_));
+  out.append(reinterpret_cast<const char*>(count), sizeof count);
   // Times before now on the monotonic clock are now minus their age on the
   // wall clock.
   auto wall = [&](uint64_t ms) { return now_unix_ms - std::min(now_unix_ms, now_ms - std::min(now_ms, ms)); };
@@ -238,8 +239,7 @@ std::string NetworkLimiter::encode(uint64_t now_ms, uint64_t now_unix_ms) const 
 
 bool decode_network_buckets(std::string_view bytes, std::vector<SavedNetworkBucket>& out) {
   if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return false;
-  uint32_t n = 0;
-  for (unsigned i = 0; i < 4; ++i) n |= uint32_t(uint8_t(bytes[4 + i])) << (8 * i);
+  const uint32_t n = load_le32(reinterpret_cast<const uint8_t*>(bytes.data() + 4));
   if ((bytes.size() - 8) / kSavedBucketSize != n || (bytes.size() - 8) % kSavedBucketSize != 0) return false;
   const char* p = bytes.data() + 8;
   for (uint32_t i = 0; i < n; ++i, p += kSavedBucketSize) {
