@@ -18,6 +18,7 @@
 #include "config/config_loader.h"
 #include "shinglectl_counters.h"
 #include "shinglectl_ratelimit.h"
+#include "shinglectl_redis.h"
 #include "shinglectl_offline.h"
 #include "wire/keypair_text.h"
 
@@ -66,6 +67,8 @@ const char kUsage[] =
     "                         flag it holds), hashes with shingles, the size of\n"
     "                         data.mdb, the last sync (unix and UTC) and the schema\n"
     "                         version (--json: one JSON object). Read-only.\n"
+    "\n"
+    "%s"
     "\n"
     "%s"
     "\n"
@@ -209,6 +212,16 @@ int usage_error(const std::string& message) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "counters") return shingled::run_counters(argc - 2, argv + 2);
   if (argc >= 2 && std::string(argv[1]) == "ratelimit") return shingled::run_ratelimit(argc - 2, argv + 2);
+  // The Redis commands parse their own options (their --db is Redis's
+  // database number), wherever the command word stands.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "import-rspamd-redis" || a == "export-rspamd-redis") {
+      std::vector<char*> rest(argv + 1, argv + argc);
+      rest.erase(rest.begin() + (i - 1));
+      return shingled::run_rspamd_redis(argv[i], int(rest.size()), rest.data());
+    }
+  }
   std::string socket_path = "data/shingled.sock";
   std::string command;
   std::vector<std::string> arguments;  // the command's own positional arguments
@@ -221,7 +234,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = nullptr;
     if (a == "-h" || a == "--help") {
-      printf(kUsage, shingled::kCountersUsage, shingled::kRatelimitUsage);
+      printf(kUsage, shingled::kRedisUsage, shingled::kCountersUsage, shingled::kRatelimitUsage);
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shinglectl %s\n", SHINGLED_VERSION);

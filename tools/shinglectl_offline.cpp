@@ -22,29 +22,13 @@
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
 #include "persist/rspamd_sqlite_reader.h"
+#include "offline_database.h"
 
 namespace shingled {
 namespace {
 
 constexpr size_t kReadMapBytes = size_t(1) << 20;    // read-only: the file's own size wins
-constexpr size_t kWriteMapBytes = size_t(64) << 20;  // a new environment; apply() grows it
 constexpr size_t kStdioBuffer = size_t(1) << 20;
-
-void complain(const std::string& message) { fprintf(stderr, "shinglectl: %s\n", message.c_str()); }
-
-std::string hex(std::string_view bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 0xf]);
-  }
-  return out;
-}
-
-std::string plural(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 std::string iso8601_utc(uint64_t unix_seconds) {
   const time_t t = time_t(unix_seconds);
@@ -72,78 +56,6 @@ std::string json_string(const std::string& s) {
   }
   return out + "\"";
 }
-
-bool path_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-// Opens the environment for writing. `created` tells whether this call made
-// the directory, so that a failed import can take it away again.
-bool open_for_import(const std::string& db, LmdbEnvironment& env, bool& created) {
-  created = !path_exists(db);
-  std::string error;
-  if (!env.open(db, kWriteMapBytes, error, LmdbEnvironment::Access::read_write)) {
-    complain(error);
-    return false;
-  }
-  return true;
-}
-
-// Removes an environment this process created and wrote nothing to; leaves
-// anything it does not recognise (rmdir then fails, which is fine).
-void remove_created(LmdbEnvironment& env, const std::string& db) {
-  env.close();
-  for (const char* name : {"/data.mdb", "/lock.mdb", "/shingled.lock"}) ::unlink((db + name).c_str());
-  ::rmdir(db.c_str());
-}
-
-// Collects records and writes each full batch in one durable transaction.
-class BatchWriter {
- public:
-  BatchWriter(LmdbEnvironment& env, size_t batch) : env_(env), batch_(batch < 1 ? 1 : batch) {
-    records_.reserve(batch_ < 65536 ? batch_ : 65536);
-  }
-
-  bool add(const FuzzyRecord& record, std::string& error) {
-    records_.push_back(record);
-    return records_.size() < batch_ || flush(error);
-  }
-
-  bool flush(std::string& error) {
-    if (records_.empty()) return true;
-    values_.resize(records_.size());
-    changes_.clear();
-    for (size_t i = 0; i < records_.size(); ++i) {
-      if (!encode_fuzzy_record(records_[i], values_[i])) {
-        error = env_.path() + ": record " + hex(fuzzy_record_key(records_[i])) + " has " +
-                std::to_string(records_[i].n_flags) + " flags; a record has 1..8";
-        return false;
-      }
-      changes_.push_back(Change{RecordType::fuzzy, false, fuzzy_record_key(records_[i]),
-                                values_[i], false});
-    }
-    if (!env_.apply(changes_.data(), changes_.size(), uint64_t(::time(nullptr)), error)) {
-      return false;
-    }
-    written_ += records_.size();
-    ++transactions_;
-    records_.clear();
-    return true;
-  }
-
-  uint64_t written() const { return written_; }
-  uint64_t transactions() const { return transactions_; }
-
- private:
-  LmdbEnvironment& env_;
-  size_t batch_;
-  std::vector<FuzzyRecord> records_;  // the changes' keys point into these
-  std::vector<std::string> values_;
-  std::vector<Change> changes_;
-  uint64_t written_ = 0;
-  uint64_t transactions_ = 0;
-};
 
 // Reads lines of any length without holding more than kFuzzyJsonMaxLine + 1
 // bytes of one: a longer line is reported by its length and refused by the
