@@ -589,6 +589,8 @@ EOF
 }
 
 # ---------------------------------------------------------------- servers
+# RSPAMD_FUZZY_BACKEND (UCL lines) replaces the worker's sqlite backend, e.g.
+# with backend = "redis" and its servers.
 write_rspamd_fuzzy_conf() {  # dir port allow [extra-ucl for the worker block]
     cat >"$1/rspamd-fuzzy.conf" <<EOF
 options {
@@ -602,8 +604,8 @@ logging { type = "file"; filename = "$1/rspamd.log"; level = "info"; }
 worker "fuzzy" {
   bind_socket = "127.0.0.1:$2";
   count = 1;
-  backend = "sqlite";
-  hash_file = "$1/fuzzy.db";
+${RSPAMD_FUZZY_BACKEND:-  backend = "sqlite";
+  hash_file = "$1/fuzzy.db";}
   sync = ${SYNC}s;
   expire = 90d;
   allow_update = ["$3"];
