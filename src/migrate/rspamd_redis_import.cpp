@@ -185,6 +185,8 @@ bool RspamdRedisReader::take_digest(std::string_view key, std::string_view diges
   e.last_write = uint32_t(last_write);
   e.first_write = decoded.has_created && decoded.created <= e.last_write ? decoded.created : e.last_write;
   e.n_flags = decoded.n_flags;
+  e.has_own_shingles = decoded.has_own_shingles;
+  std::memcpy(e.own_shingles, decoded.own_shingles, sizeof e.own_shingles);
   for (size_t i = 0; i < decoded.n_flags; ++i) e.flags[i] = {decoded.flags[i].flag, decoded.flags[i].value};
   return digests_.add(e, error);
 }
@@ -237,25 +239,41 @@ bool RspamdRedisReader::emit(const std::function<bool(const FuzzyRecord&)>& fn, 
       have_s = shingles_.next(s, error);
       if (!error.empty()) return false;
     }
-    bool seen[kFuzzyRecordShingles] = {};
-    uint32_t found = 0;
-    bool conflict = false;
-    std::memset(&record, 0, sizeof record);
+    // The values of the shingle keys pointing at this digest, per position
+    // (a few: more than one only in data no rspamd wrote, or beside S).
+    constexpr size_t kCandidates = 4;
+    uint64_t candidates[kFuzzyRecordShingles][kCandidates];
+    uint8_t n_candidates[kFuzzyRecordShingles] = {};
+    bool overflow = false;
     while (have_s && s.d0 == d0 && s.d1 == d1) {
-      if (!seen[s.index]) {
-        seen[s.index] = true;
-        record.shingles[s.index] = s.value;
-        ++found;
-      } else if (record.shingles[s.index] == s.value) {
-        ++stats_.duplicate_keys;
+      uint8_t& n = n_candidates[s.index];
+      if (n != 0 && candidates[s.index][n - 1] == s.value) {
+        ++stats_.duplicate_keys;  // sorted: a repeat sits right after its twin
+      } else if (n < kCandidates) {
+        candidates[s.index][n++] = s.value;
       } else {
-        conflict = true;  // two values for one position: not one message's set
+        overflow = true;
       }
-      if (!shares_prefix) {
-        have_s = shingles_.next(s, error);
-        if (!error.empty()) return false;
-      } else {
-        break;  // leave them for the last digest of the run, which drops them too
+      if (shares_prefix) break;  // left for the last digest of the run, which drops them too
+      have_s = shingles_.next(s, error);
+      if (!error.empty()) return false;
+    }
+    std::memset(&record, 0, sizeof record);
+    // Complete when every position has its key: with S (current rspamd),
+    // the key of S's value must point here (stale keys of other values are
+    // ignored); without S, exactly one key per position.
+    uint32_t found = 0;
+    bool conflict = overflow;
+    for (uint32_t i = 0; i < kFuzzyRecordShingles; ++i) {
+      const uint8_t n = n_candidates[i];
+      if (cur.has_own_shingles) {
+        const uint64_t* begin = candidates[i];
+        if (std::find(begin, begin + n, cur.own_shingles[i]) != begin + n) ++found;
+        record.shingles[i] = cur.own_shingles[i];
+      } else if (n != 0) {
+        ++found;
+        if (n > 1) conflict = true;  // two values for one position: not one message's set
+        record.shingles[i] = candidates[i][0];
       }
     }
     if (shares_prefix || shared_prefix_with_previous) {

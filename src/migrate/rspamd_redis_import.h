@@ -11,7 +11,7 @@
 //          in digest order.
 //
 // Memory stays bounded (the sorters' buffers) whatever the store's size; the
-// temporary files take about 140 bytes per digest and 32 per shingle key.
+// temporary files take about 400 bytes per digest and 32 per shingle key.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +37,7 @@ struct RedisImportOptions {
   uint32_t now = 0;
   std::string spill_dir = ".";   // where the sorters' temporary files go
   size_t scan_count = 1000;
-  size_t digest_run_records = size_t(1) << 18;
+  size_t digest_run_records = size_t(1) << 16;
   size_t shingle_run_records = size_t(1) << 20;
 };
 
@@ -84,10 +84,12 @@ class RspamdRedisReader {
     uint32_t first_write;
     uint32_t last_write;
     uint8_t n_flags;
+    bool has_own_shingles;  // current rspamd's S: the digest's own shingle keys
     struct {
       uint32_t flag;
       int32_t value;
     } flags[kFuzzyRecordMaxFlags];
+    uint64_t own_shingles[kFuzzyRecordShingles];
   };
   // A shingle key, named by the first 16 bytes of the digest it points at
   // (two digests sharing those go without shingles: see emit()).
