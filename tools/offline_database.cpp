@@ -74,6 +74,7 @@ bool BatchWriter::flush(std::string& error) {
     changes_.push_back(Change{RecordType::fuzzy, false, fuzzy_record_key(records_[i]), values_[i], false});
   }
   if (!env_.apply(changes_.data(), changes_.size(), uint64_t(::time(nullptr)), error)) return false;
+  env_.release_mapped_pages();  // a large import's RSS stays that of one batch
   written_ += records_.size();
   ++transactions_;
   records_.clear();

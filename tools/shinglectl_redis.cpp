@@ -242,6 +242,9 @@ int run_export(const RedisCommandOptions& o) {
           return true;
         }
         if (!writer.add(record, write_error)) return false;
+        // The records sent are copied into the link's buffer: the pages
+        // walked so far can go, so RSS does not grow with the database.
+        if (writer.stats().records % 65536 == 0) env.release_mapped_pages();
         progress.show("exported " + std::to_string(writer.stats().records) + " of " + std::to_string(total) +
                       " records, " +
                       rate_and_eta(writer.stats().records, total, seconds_since(start), "records"));

@@ -699,12 +699,13 @@ constexpr const char* kOldMirroring =
 constexpr const char* kProcessLimit =
     "set process limits where shingled is started (systemd's LimitNOFILE, LimitCORE)";
 constexpr const char* kRedisOption =
-    "shingled keeps its data in hashfile (LMDB) and talks to no Redis";
+    "shingled keeps its data in hashfile (LMDB) and talks to no Redis (shinglectl import-rspamd-redis "
+    "brings rspamd's Redis data over)";
 
 const ForeignOption kForeignOptions[] = {
     {"backend", true,
      "shingled keeps its data in hashfile (LMDB) whatever the backend; rspamd's sqlite fuzzy.db "
-     "imports with 'shinglectl import-rspamd', its Redis data cannot be imported yet"},
+     "imports with 'shinglectl import-rspamd', its Redis data with 'shinglectl import-rspamd-redis'"},
     {"redis", true, kRedisOption},
     {"servers", true, kRedisOption},
     {"read_servers", true, kRedisOption},

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -580,6 +581,15 @@ size_t LmdbEnvironment::map_size() const {
   MDB_envinfo info;
   if (mdb_env_info(env_, &info) != 0) return 0;
   return info.me_mapsize;
+}
+
+void LmdbEnvironment::release_mapped_pages() const {
+  if (env_ == nullptr) return;
+  MDB_envinfo info;
+  if (mdb_env_info(env_, &info) != 0 || info.me_mapaddr == nullptr) return;
+  // A shared file mapping: MADV_DONTNEED drops this process's page table
+  // entries only; the data (written or not) stays in the page cache.
+  madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
 }
 
 }  // namespace shingled

@@ -120,6 +120,11 @@ class LmdbEnvironment {
   size_t file_bytes() const;
   // Current map size in bytes (grows on MDB_MAP_FULL).
   size_t map_size() const;
+  // Unmaps the pages of data.mdb this process has touched (they stay in the
+  // page cache; the next access maps them again), so a walk over the whole
+  // database does not grow the process's RSS with it. Between transactions,
+  // or during a read whose earlier views are no longer used.
+  void release_mapped_pages() const;
 
  private:
   bool take_writer_lock(std::string& error);

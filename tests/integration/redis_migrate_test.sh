@@ -177,7 +177,7 @@ bad() {  # NAME PATTERN SPEC-JSON
 }
 K="\"hex:66757a7a79$(printf 'ab%.0s' $(seq 64))\""
 bad "a digest key holding a string" "fuzzy<abab.*>: not a hash \\(Redis: WRONGTYPE" "[\"SET\", $K, \"x\"]"
-bad "a shingle key holding a hash" "fuzzy_3_77: not a string \\(Redis: WRONGTYPE" "[\"HSET\", \"fuzzy_3_77\", \"F\", \"1\"], [\"HSET\", $K, \"F\", \"1\", \"V\", \"1\"]"
+bad "a shingle key holding a hash" "fuzzy_3_77: not a string \\(Redis: TYPE hash\\)" "[\"HSET\", \"fuzzy_3_77\", \"F\", \"1\"], [\"HSET\", $K, \"F\", \"1\", \"V\", \"1\"]"
 bad "a hash without V" "fuzzy<abab.*>: no field V" "[\"HSET\", $K, \"F\", \"1\"]"
 bad "a truncated S" "field S has fewer than 32 shingle entries" "[\"HSET\", $K, \"F\", \"1\", \"V\", \"1\", \"S\", \"0_1,1_2\"]"
 bad "a flag slot without its value" "field F3 without V3" "[\"HSET\", $K, \"F\", \"1\", \"V\", \"1\", \"F3\", \"2\"]"
