@@ -244,7 +244,7 @@ int run_export(const RedisCommandOptions& o) {
         if (!writer.add(record, write_error)) return false;
         // The records sent are copied into the link's buffer: the pages
         // walked so far can go, so RSS does not grow with the database.
-        if (writer.stats().records % 65536 == 0) env.release_mapped_pages();
+        if (writer.stats().records % 16384 == 0) env.release_mapped_pages();
         progress.show("exported " + std::to_string(writer.stats().records) + " of " + std::to_string(total) +
                       " records, " +
                       rate_and_eta(writer.stats().records, total, seconds_since(start), "records"));

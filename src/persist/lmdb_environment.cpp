@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <climits>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -585,11 +588,25 @@ size_t LmdbEnvironment::map_size() const {
 
 void LmdbEnvironment::release_mapped_pages() const {
   if (env_ == nullptr) return;
-  MDB_envinfo info;
-  if (mdb_env_info(env_, &info) != 0 || info.me_mapaddr == nullptr) return;
-  // A shared file mapping: MADV_DONTNEED drops this process's page table
-  // entries only; the data (written or not) stays in the page cache.
-  madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
+  // LMDB does not tell where it mapped data.mdb (mdb_env_info's me_mapaddr
+  // is only the MDB_FIXEDMAP address), so the mapping is found by its file.
+  char real[PATH_MAX];
+  if (realpath((path_ + "/data.mdb").c_str(), real) == nullptr) return;
+  FILE* maps = fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return;
+  char line[PATH_MAX + 128];
+  const size_t want = strlen(real);
+  while (fgets(line, sizeof line, maps) != nullptr) {
+    size_t n = strlen(line);
+    if (n != 0 && line[n - 1] == '\n') line[--n] = '\0';
+    if (n < want || strcmp(line + n - want, real) != 0 || line[n - want - 1] != ' ') continue;
+    unsigned long start = 0, end = 0;
+    if (sscanf(line, "%lx-%lx", &start, &end) != 2 || end <= start) continue;
+    // A shared file mapping: MADV_DONTNEED drops this process's page table
+    // entries only; the data (written or not) stays in the page cache.
+    madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+  }
+  fclose(maps);
 }
 
 }  // namespace shingled
