@@ -244,7 +244,11 @@ int run_export(const RedisCommandOptions& o) {
         if (!writer.add(record, write_error)) return false;
         // The records sent are copied into the link's buffer: the pages
         // walked so far can go, so RSS does not grow with the database.
-        if (writer.stats().records % 16384 == 0) env.release_mapped_pages();
+        // Often, because each page fault maps its neighbours too (fault-
+        // around), and a walk in key order touches leaves all over the
+        // file: every 2048 records still let RSS reach 45 MiB on a 400k
+        // database, every 256 keep it at 23 MiB for the same speed.
+        if (writer.stats().records % 256 == 0) env.release_mapped_pages();
         progress.show("exported " + std::to_string(writer.stats().records) + " of " + std::to_string(total) +
                       " records, " +
                       rate_and_eta(writer.stats().records, total, seconds_since(start), "records"));
