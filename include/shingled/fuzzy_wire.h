@@ -35,7 +35,7 @@ enum Command : uint8_t {
 inline constexpr int32_t kResultForbidden = 403;           // legacy: any refusal; current: rate limited
 inline constexpr int32_t kResultWriteRefused = 503;        // current: WRITE/DEL not allowed
 inline constexpr int32_t kResultEncryptionRequired = 415;  // current: plain request, encrypted_only
-inline constexpr int32_t kResultInternal = 500;            // store full: the write was not applied
+inline constexpr int32_t kResultInternal = 500;            // store full or persistence behind: not applied
 inline constexpr int32_t kResultSkipped = 401;             // a digest in skip_hashes
 
 // The client epoch decides the reply body size (spec 4).

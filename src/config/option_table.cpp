@@ -664,7 +664,7 @@ const OptionRow kRows[] = {
      "how often changes are committed to hashfile: the crash window", &Config::sync_seconds},
     {"sync_memory_limit", {}, OptionKind::size, 1 << 20, uint64_t(1) << 40, "256mb", "268435456 bytes",
      "when the changes waiting for the next sync hold about this much memory, the sync starts "
-     "before its period ends",
+     "before its period ends; as much again waiting during a commit, WRITE and DEL get 500 until it ends",
      &Config::sync_memory_limit},
     {"log_file", {}, OptionKind::path, 0, kNoLimit, nullptr, "(stderr)",
      "append log lines to this file; reopened on SIGHUP", &Config::log_file},

@@ -192,6 +192,8 @@ std::vector<PersistRow> collect_persistence(const Engine& engine, const Persiste
       {"pending_bytes", s.pending_bytes.load()},
       {"last_sync_batch_bytes", s.last_sync_batch_bytes.load()},
       {"early_syncs", s.early_syncs.load()},
+      {"drain_pauses", s.drain_pauses.load()},
+      {"draining_paused", s.draining_paused.load()},
       {"changes_recorded", recorded},
       {"changes_received", s.received.load()},
       {"feed_chunks_allocated", allocated},

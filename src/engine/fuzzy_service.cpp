@@ -378,6 +378,14 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
   const uint64_t hash = store_.digest_hash(req.digest);
   const unsigned shard = store_.shard_of(hash);
   const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
+  if (ctx.changes != nullptr && ctx.changes->backed_up()) {
+    // Persistence is behind (a long commit with sync_memory_limit more
+    // waiting): refused, not acknowledged, so nothing acknowledged is ever
+    // dropped and nothing queues without bound. CHECKs go on.
+    stats.write_deferred.add();
+    stats.key_errors[key].add();
+    return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
+  }
   if (req.cmd == fuzzy::kDel) {
     stats.del.add();
     stats.key_deletes[key].add();

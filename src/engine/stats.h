@@ -43,6 +43,7 @@ class Counter {
   X(skipped, "answered 401: a WRITE of, or a CHECK that found, a digest in skip_hashes")    \
   X(forbidden_hidden, "CHECK hits answered as misses: every flag in forbidden_ids")        \
   X(store_full, "WRITEs refused with 500: max_hashes reached")                              \
+  X(write_deferred, "WRITEs and DELs refused with 500: persistence behind (sync_memory_limit)") \
   X(fuzzy_ratelimit_refused, "CHECKs answered 403: the source network is over ratelimit_burst or banned") \
   X(fuzzy_ratelimited, "PING and STAT dropped: the source network is over its limit (rspamd's ratelimited_requests)") \
   X(fuzzy_ratelimit_bans, "networks banned for going over ratelimit_burst")                \

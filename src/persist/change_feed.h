@@ -55,6 +55,11 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
  public:
   static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
   static constexpr uint64_t kListedChunksInFlight = 256;  // ~5 MB, 16k changes
+  // Chunks pushed and not yet drained past which the worker refuses WRITEs
+  // and DELs (backed_up()): the persistence thread stops draining only when
+  // its pending set is at sync_memory_limit during a commit, so this
+  // bounds what waits in a feed to ~13 MB (32k changes) per worker.
+  static constexpr uint64_t kBackedUpChunks = kRingChunks / 2;
 
   ChangeFeed();
   ~ChangeFeed() override;
@@ -68,6 +73,9 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   void commit_counter() override { commit(); }
   // A record rewritten whole (BlobChange): `bytes` is handed over.
   void push_blob(uint8_t type, uint32_t slot, std::string&& bytes);
+  bool backed_up() const override {
+    return pushed_ - recycled_.load(std::memory_order_acquire) >= kBackedUpChunks;
+  }
   // Whether a sync wants a marker the worker has not pushed yet; before it
   // may, the worker reports the changes it only lists (counters).
   uint64_t marker_wanted() const {

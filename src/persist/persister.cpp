@@ -132,9 +132,26 @@ bool Persister::drain() {
   return moved;
 }
 
+bool Persister::hold_draining(uint64_t now_ms) {
+  const bool hold = state_ == State::writing && options_.pending_memory_limit != 0 &&
+                    stats_.pending_bytes.load(std::memory_order_relaxed) >= options_.pending_memory_limit;
+  if (hold && stats_.draining_paused.load(std::memory_order_relaxed) == 0) {
+    stats_.drain_pauses.fetch_add(1, std::memory_order_relaxed);
+    if (last_pause_log_ms_ == 0 || now_ms - last_pause_log_ms_ >= 60'000) {
+      LOG_WARN("persistence: %llu bytes of changes wait while a sync commits (sync_memory_limit): "
+               "stopped taking more until it ends; workers refuse WRITE and DEL with 500 once their feed "
+               "is full (write_deferred)",
+               (unsigned long long)stats_.pending_bytes.load(std::memory_order_relaxed));
+      last_pause_log_ms_ = now_ms;
+    }
+  }
+  stats_.draining_paused.store(hold ? 1 : 0, std::memory_order_relaxed);
+  return hold;
+}
+
 void Persister::run() {
   while (!stopping_.load(std::memory_order_acquire)) {
-    const bool moved = drain();
+    const bool moved = !hold_draining(monotonic_ms_now()) && drain();
     advance(monotonic_ms_now());
     if (!moved) std::this_thread::sleep_for(kIdleSleep);
   }

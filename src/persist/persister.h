@@ -31,8 +31,9 @@ struct PersisterOptions {
   uint32_t sync_seconds = 60;
   // When the changes waiting for the next sync hold about this much memory,
   // the sync starts at once instead of at the end of its period (0: never
-  // early). A sync in progress finishes first: this bounds when a sync
-  // starts, not the memory itself (docs/persistence.md).
+  // early). A sync in progress finishes first; while it commits, draining
+  // stops at the limit, the feeds fill and the workers refuse writes
+  // (back-pressure) until the commit ends (docs/persistence.md).
   size_t pending_memory_limit = 0;
 };
 
@@ -48,6 +49,8 @@ struct PersisterStats {
   std::atomic<uint64_t> pending_bytes{0};     // about how much memory they hold
   std::atomic<uint64_t> last_sync_batch_bytes{0};  // the same of the last sync's batch, sealed: its peak
   std::atomic<uint64_t> early_syncs{0};       // syncs started before their period: pending_memory_limit
+  std::atomic<uint64_t> drain_pauses{0};      // times draining stopped: the limit pending during a commit
+  std::atomic<uint64_t> draining_paused{0};   // 1 while it is stopped (workers then refuse writes)
   std::atomic<uint64_t> received{0};          // changes drained from the feeds
   std::atomic<uint64_t> db_bytes{0};          // data.mdb after the last sync
 };
@@ -89,6 +92,10 @@ class Persister {
   void note_pending();  // publishes the pending figures
   bool over_memory_limit() const;
   uint64_t last_early_log_ms_ = 0;
+  uint64_t last_pause_log_ms_ = 0;
+  // True while a commit runs with the memory limit pending: draining
+  // waits (counted, logged once a minute).
+  bool hold_draining(uint64_t now_ms);
   void write_loop();   // the writer thread
   bool drain();        // true when it moved anything
   void advance(uint64_t now_ms);

@@ -40,6 +40,10 @@ class FuzzyChangeSink {
   virtual ~FuzzyChangeSink() = default;
   virtual FuzzyChange& next() = 0;
   virtual void commit() = 0;
+  // True while the persistence side is too far behind to take more: the
+  // owner then refuses the WRITE or DEL instead of acknowledging a change
+  // it could only queue without bound.
+  virtual bool backed_up() const { return false; }
 };
 
 }  // namespace shingled

@@ -11,7 +11,7 @@
 #     hits with the added values, near-duplicates through the imported
 #     shingles, misses for the deleted and the unknown mail;
 #  4. `shinglectl export-rspamd-redis` writes them into an empty second
-#     Redis; rspamd's fuzzy worker on that Redis answers the same again, and
+#     Redis (a password too); rspamd's fuzzy worker on that Redis answers the same again, and
 #     importing it back gives the same database, byte for byte (dump).
 # With RSPAMD_PREFIX pointing at a current rspamd (3.10+), its worker writes
 # the current layout (a second flag on one hash) and the export uses it too.
@@ -196,19 +196,21 @@ stop_fuzzy_server shingled
 
 # ---------------------------------------------------------------- 4. export, rspamd answers again
 echo "== shinglectl export-rspamd-redis --layout $LAYOUT"
-start_redis b "$P_REDIS_B"
-out=$("$CTL" export-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --layout "$LAYOUT" --db-dir "$DB" 2>&1); code=$?
+PASSWORD_B="pwb-$$-$RANDOM"
+start_redis b "$P_REDIS_B" "$PASSWORD_B"
+out=$("$CTL" export-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --password "$PASSWORD_B" --layout "$LAYOUT" --db-dir "$DB" 2>&1); code=$?
 echo "$out" | indent
 if [ $code = 0 ] && echo "$out" | grep -q "^exported 2 digests"; then pass export_rspamd_redis "$(echo "$out" | head -1 | cut -c1-160)"
 else fail export_rspamd_redis "rc=$code: $out"; fi
-out=$("$CTL" export-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --db-dir "$DB" 2>&1); code=$?
+out=$("$CTL" export-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --password "$PASSWORD_B" --db-dir "$DB" 2>&1); code=$?
 if [ $code = 1 ] && echo "$out" | grep -q "already holds keys"; then pass export_into_a_filled_prefix_refused "$(echo "$out" | cut -c1-150)"
 else fail export_into_a_filled_prefix_refused "rc=$code: $out"; fi
-ttl=$(redis-cli -p "$P_REDIS_B" --scan --pattern 'fuzzy_0_*' | head -1 | xargs -d '\n' redis-cli -p "$P_REDIS_B" ttl)
+RB=(redis-cli -p "$P_REDIS_B" --no-auth-warning -a "$PASSWORD_B")
+ttl=$("${RB[@]}" --scan --pattern 'fuzzy_0_*' | head -1 | xargs -d '\n' "${RB[@]}" ttl)
 if [ -n "$ttl" ] && [ "$ttl" -gt 7700000 ] && [ "$ttl" -le 7776000 ]; then pass exported_ttl_from_expiry "a shingle key's TTL $ttl s (90 d from the last write)"
 else fail exported_ttl_from_expiry "expected a TTL just under 7776000, got '$ttl'"; fi
 
-out=$("$CTL" import-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --db-dir "$TMP/roundtrip" 2>&1); code=$?
+out=$("$CTL" import-rspamd-redis --redis "127.0.0.1:$P_REDIS_B" --password "$PASSWORD_B" --db-dir "$TMP/roundtrip" 2>&1); code=$?
 "$CTL" dump --db "$TMP/roundtrip" >"$TMP/roundtrip.jsonl" 2>&1
 # Before rspamd reads Redis b (its hits refresh TTLs): the same records; the
 # expiry round-trips through whole seconds of TTL.
@@ -225,7 +227,7 @@ then pass export_then_import_same_records "digests, flags, values, shingles and 
 else fail export_then_import_same_records "rc=$code: $out; $(diff "$TMP/imported.jsonl" "$TMP/roundtrip.jsonl" | head -5)"; fi
 
 MODE=rspamd
-redis_backend "$P_REDIS_B"
+redis_backend "$P_REDIS_B" "$PASSWORD_B"
 start_server exported "$P_FUZZY" 127.0.0.1
 wait_server exported "$P_FUZZY" || finish
 expect_answers rspamd_on_export

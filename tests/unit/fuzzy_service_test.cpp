@@ -67,6 +67,41 @@ TEST(Capacity, full_store_answers_500_to_new_digests_and_keeps_serving) {
   EXPECT_EQ(load_le_f32(hit.data() + 12), 1.0f);
 }
 
+// The persistence side's back-pressure (sync_memory_limit): while the feed
+// says it is backed up, WRITE and DEL are refused with 500 and not applied,
+// and CHECKs keep answering.
+struct BackedUpSink final : FuzzyChangeSink {
+  FuzzyChange slot{};
+  bool backed = false;
+  int committed = 0;
+  FuzzyChange& next() override { return slot; }
+  void commit() override { ++committed; }
+  bool backed_up() const override { return backed; }
+};
+
+TEST(Persistence, writes_are_refused_with_500_while_the_feed_is_backed_up_and_checks_go_on) {
+  test::ServiceHarness h;
+  BackedUpSink sink;
+  h.ctx.changes = &sink;
+  h.exchange(encode(make_request(1, fuzzy::kWrite, 1, 5)));
+  ASSERT_EQ(sink.committed, 1);
+  sink.backed = true;
+  for (uint8_t cmd : {fuzzy::kWrite, fuzzy::kDel}) {
+    const std::vector<uint8_t> refused = h.exchange(encode(make_request(1, cmd, 1, 5)));
+    ASSERT_EQ(refused.size(), 96u);
+    EXPECT_EQ(load_le32(refused.data()), 500u) << "command " << int(cmd);
+  }
+  EXPECT_EQ(h.ctx.stats.write_deferred.get(), 2u);
+  EXPECT_EQ(sink.committed, 1) << "nothing recorded while backed up";
+  const std::vector<uint8_t> hit = h.exchange(encode(make_request(1)));
+  EXPECT_EQ(load_le32(hit.data()), 5u) << "the refused WRITE added nothing, the refused DEL removed nothing";
+  EXPECT_EQ(load_le_f32(hit.data() + 12), 1.0f);
+  sink.backed = false;
+  const std::vector<uint8_t> again = h.exchange(encode(make_request(1, fuzzy::kWrite, 1, 5)));
+  EXPECT_EQ(load_le32(again.data()), 0u) << "acknowledged again once the feed drains";
+  EXPECT_EQ(sink.committed, 2);
+}
+
 TEST(Stat, count_is_split_over_value_and_flag_with_prob_at_least_one) {
   test::ServiceHarness h;
   for (uint64_t i = 0; i < 3; ++i) h.exchange(encode(make_request(i, fuzzy::kWrite, 1, 1)));

@@ -345,6 +345,43 @@ TEST_F(PersistTest, a_requested_sync_covers_what_was_recorded_before_it) {
   EXPECT_EQ(env.count(RecordType::fuzzy), 501u) << "finish() must drain every feed";
 }
 
+// Back-pressure: a worker that writes faster than syncs commit, with a tiny
+// limit, sees its feed backed up (and stops recording, as the service then
+// refuses); the feed never holds more than its bound, draining pauses are
+// counted, and every change the worker recorded reaches the disk.
+TEST_F(PersistTest, a_worker_faster_than_the_commits_is_held_back_and_loses_nothing) {
+  LmdbEnvironment env;
+  open(env);
+  ChangeFeed feed;
+  Persister persister(env, {&feed}, PersisterOptions{3600, 16 * 1024});
+  persister.start();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> recorded{0}, refused{0};
+  std::thread worker([&] {
+    uint64_t i = 0;
+    while (!stop) {
+      if (feed.backed_up()) {
+        refused.fetch_add(1);
+      } else {
+        feed.next() = put(record_for(i++, 1, 1, true));
+        feed.commit();
+        recorded.fetch_add(1);
+      }
+      feed.flush();
+    }
+    feed.flush();
+  });
+  ASSERT_TRUE(wait_for([&] { return persister.stats().drain_pauses.load() >= 1 && refused.load() > 0; }))
+      << "the commits never fell behind: recorded " << recorded.load() << ", syncs "
+      << persister.stats().syncs.load();
+  stop = true;
+  worker.join();
+  EXPECT_LE(feed.chunks_allocated(), ChangeFeed::kBackedUpChunks + 64)
+      << "the feed grew past its back-pressure bound";
+  EXPECT_TRUE(persister.finish());
+  EXPECT_EQ(env.count(RecordType::fuzzy), recorded.load()) << "every recorded change reached the disk";
+}
+
 // sync_memory_limit: pending changes past it start a sync long before the
 // period ends, and every change still reaches the disk.
 TEST_F(PersistTest, pending_changes_past_the_memory_limit_start_a_sync_early) {
