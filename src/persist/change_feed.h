@@ -56,10 +56,13 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
   static constexpr uint64_t kListedChunksInFlight = 256;  // ~5 MB, 16k changes
   // Chunks pushed and not yet drained past which the worker refuses WRITEs
-  // and DELs (backed_up()): the persistence thread stops draining only when
-  // its pending set is at sync_memory_limit during a commit, so this
-  // bounds what waits in a feed to ~13 MB (32k changes) per worker.
+  // and DELs (backed_up()) while the persistence thread has stopped
+  // draining (its pending set at sync_memory_limit during a commit): ~13 MB
+  // (32k changes) per worker. A drainer that merely lags behind a burst
+  // (it runs at a lower priority on a worker's core) is not held against
+  // the writers until kMaxChunksInFlight (~105 MB), the absolute bound.
   static constexpr uint64_t kBackedUpChunks = kRingChunks / 2;
+  static constexpr uint64_t kMaxChunksInFlight = kRingChunks * 4;
 
   ChangeFeed();
   ~ChangeFeed() override;
@@ -74,8 +77,12 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   // A record rewritten whole (BlobChange): `bytes` is handed over.
   void push_blob(uint8_t type, uint32_t slot, std::string&& bytes);
   bool backed_up() const override {
-    return pushed_ - recycled_.load(std::memory_order_acquire) >= kBackedUpChunks;
+    const uint64_t in_flight = pushed_ - recycled_.load(std::memory_order_acquire);
+    return in_flight >= kMaxChunksInFlight ||
+           (in_flight >= kBackedUpChunks && draining_paused_.load(std::memory_order_relaxed));
   }
+  // The persistence thread: whether it has stopped taking chunks.
+  void set_draining_paused(bool paused) { draining_paused_.store(paused, std::memory_order_relaxed); }
   // Whether a sync wants a marker the worker has not pushed yet; before it
   // may, the worker reports the changes it only lists (counters).
   uint64_t marker_wanted() const {
@@ -122,6 +129,7 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   SpscRing<ChangeChunk*> full_{kRingChunks};   // worker -> persistence thread
   SpscRing<ChangeChunk*> empty_{kRingChunks};  // persistence thread -> worker
   std::atomic<uint64_t> requested_epoch_{0};
+  std::atomic<bool> draining_paused_{false};
 
   // Worker side.
   ChangeChunk* current_ = nullptr;

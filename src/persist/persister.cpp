@@ -145,6 +145,9 @@ bool Persister::hold_draining(uint64_t now_ms) {
       last_pause_log_ms_ = now_ms;
     }
   }
+  if (hold != (stats_.draining_paused.load(std::memory_order_relaxed) != 0)) {
+    for (ChangeFeed* f : feeds_) f->set_draining_paused(hold);
+  }
   stats_.draining_paused.store(hold ? 1 : 0, std::memory_order_relaxed);
   return hold;
 }
