@@ -47,7 +47,8 @@ rss() {  # rss MOMENT
   printf '| %-58s | %8.2f GB | %8.2f GB |\n' "$1" "$(echo "$anon / 1048576" | bc -l)" "$(echo "$file / 1048576" | bc -l)"
 }
 write() {  # write N FIRST
-  "$LOAD" write "$1" --first "$2" --server "127.0.0.1:$port" --json -q >"$TMP/write.json"
+  # (exit status 1 on any wrong answer, refusals included: judged below)
+  "$LOAD" write "$1" --first "$2" --server "127.0.0.1:$port" --json -q --show-wrong 0 >"$TMP/write.json" || true
   # Refusals (500: back-pressure, sync_memory_limit) are allowed and
   # reported; a lost write or any other wrong answer is not.
   python3 -c "
