@@ -60,9 +60,11 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   // draining (its pending set at sync_memory_limit during a commit): ~13 MB
   // (32k changes) per worker. A drainer that merely lags behind a burst
   // (it runs at a lower priority on a worker's core) is not held against
-  // the writers until kMaxChunksInFlight (~105 MB), the absolute bound.
+  // the writers until kMaxChunksInFlight (~420 MB), the absolute bound: a
+  // chunk is pushed every loop pass, so under load most are far from full
+  // and 4096 of them (~105 MB) were reached with only ~20k changes behind.
   static constexpr uint64_t kBackedUpChunks = kRingChunks / 2;
-  static constexpr uint64_t kMaxChunksInFlight = kRingChunks * 4;
+  static constexpr uint64_t kMaxChunksInFlight = kRingChunks * 16;
 
   ChangeFeed();
   ~ChangeFeed() override;
