@@ -115,6 +115,17 @@ usage "rate and inflight" check --rate 1000 --inflight 8
 usage "unknown option" check --frobnicate
 usage "count and duration" check --count 5 --duration 1
 usage "no such --server-pid" check --server-pid 999999999 --count 1
+# A server that answers nothing: the run gives up after max(5 s, 3 timeouts)
+# instead of waiting N / inflight timeouts (100k writes: ~26 min).
+silent=$(python3 -S "$(dirname "$0")/free_ports.py" 1)
+started=$(date +%s)
+out=$(timeout 60 "$load" write 100000 --server "127.0.0.1:$silent" --json -q 2>&1 >/dev/null); rc=$?
+took=$(( $(date +%s) - started ))
+if [ $rc = 1 ] && [ $took -le 10 ] && grep -q "no answer from 127.0.0.1:$silent in 5 s" <<<"$out"; then
+  pass "a silent server: exit 1 after 5 s ($took s)"
+else
+  fail "a silent server" "rc=$rc after $took s: $out"
+fi
 if grep -q "Exit status" <<<"$("$load" --help)"; then pass "--help documents the exit status"; else fail "--help" "no exit status section"; fi
 if grep -q "(K-3)/32" <<<"$("$load" --help)"; then pass "--help documents the near-duplicate tolerance"; else fail "--help" "no (K-3)/32"; fi
 

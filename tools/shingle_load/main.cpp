@@ -131,9 +131,23 @@ int main(int argc, char** argv) {
   uint64_t window_start = start_ns, answered0 = 0, units0 = 0;
   double self_cpu0 = cpu0;
   uint64_t next_progress = start_ns + 1000000000u, last_answered = 0;
+  // A server that answers nothing at all (not running, a wrong port) would
+  // otherwise hold a closed-loop run for N / inflight timeouts: give up.
+  const uint64_t silence_limit_ns = uint64_t(std::max(5.0, 3 * o.timeout_s) * 1e9);
+  bool gave_up = false;
   while (finished.load() < o.threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(warm ? 20 : 1));
     const uint64_t now = now_ns();
+    if (!gave_up && now - start_ns >= silence_limit_ns) {
+      uint64_t answered = 0;
+      for (const auto& t : threads) answered += t->progress.answered.load(std::memory_order_relaxed);
+      if (answered == 0) {
+        fprintf(stderr, "shingle-load: no answer from %s in %.0f s: is the server running there? stopping\n",
+                o.server_text.c_str(), double(silence_limit_ns) / 1e9);
+        gave_up = true;
+        g_stop.store(true);
+      }
+    }
     if (!warm && now >= warm_end) {
       warm = true;
       window_start = now;
@@ -174,7 +188,7 @@ int main(int argc, char** argv) {
   printf("%s\n", json_line(s).c_str());
   fflush(stdout);
 
-  if (s.totals.wrong != 0) return 1;
+  if (s.totals.wrong != 0 || gave_up) return 1;
   if (o.max_loss_pct >= 0 && s.loss_pct() > o.max_loss_pct) {
     fprintf(stderr, "shingle-load: %.3f %% of the requests were lost, above --max-loss %g %%\n",
             s.loss_pct(), o.max_loss_pct);
