@@ -2,7 +2,8 @@
 // FuzzyRecords, for `shinglectl import-rspamd-redis`, in two passes:
 //
 //  read()  SCANs every key under the prefix (batches of `scan_count`, never
-//          KEYS) and reads each with pipelined HGETALL + PTTL or GET. Every
+//          KEYS) and reads them pipelined: HGETALL + PTTL per digest, one MGET
+//          for the batch's shingle keys (TYPE for one that comes back nil). Every
 //          key is checked here; the first bad one fails the read with
 //          "KEY: reason". Digests and shingle keys go to two spill sorters
 //          (spill_sorter.h): the shingle keys name their digest only in
