@@ -285,7 +285,7 @@ int run_rspamd_redis(const char* command, int argc, char** argv) {
   const bool import = std::strcmp(command, "import-rspamd-redis") == 0;
   RedisCommandOptions o;
   std::string address, password_file, password, db_dir;
-  bool password_given = false, layout_given = false;
+  bool password_given = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -334,7 +334,6 @@ int run_rspamd_redis(const char* command, int argc, char** argv) {
       } else {
         return usage(std::string("--layout is 3.4 or current, not '") + v + "'");
       }
-      layout_given = true;
     } else if (a == "--merge" && !import) {
       o.merge = true;
     } else if (a == "-h" || a == "--help") {
@@ -344,7 +343,6 @@ int run_rspamd_redis(const char* command, int argc, char** argv) {
       return usage("'" + a + "' is not an option of " + command);
     }
   }
-  (void)layout_given;
   if (address.empty()) return usage(std::string(command) + " needs --redis HOST:PORT");
   std::string error;
   if (!parse_redis_address(address, o.target, error)) return usage("--redis: " + error);

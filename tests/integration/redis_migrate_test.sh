@@ -101,15 +101,9 @@ fresh 1
 expect_run "export --layout current into an empty database" 0 '^exported 3 digests .*layout current.*: 1 with shingles' \
   "$ctl" export-rspamd-redis --redis "127.0.0.1:$port" --db 1 --db-dir cur
 d1_key="66757a7a79$(printf 'a1%.0s' $(seq 64))"
-# (field order is Redis's: compared sorted)
 want_fields="C=1700000000 F1=1 F2=7 F=2 S=$(python3 -c 'print(",".join("%d_%d" % (i, 1000 + i) for i in range(32)))') V1=20 V2=-3 V=30"
-# redis-cli cannot pass a binary key: read it through redis_tools
-got=$(cd "$here" && python3 -c "
-import redis_tools, socket, json
-s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(redis_tools.encode(['SELECT', '1']) + redis_tools.encode(['HGETALL', 'hex:$d1_key']))
-r = redis_tools.Reader(s); r.reply(); items = r.reply()
-print(' '.join(sorted(items[i].decode() + '=' + items[i + 1].decode() for i in range(0, len(items), 2))))")
+# (redis-cli cannot pass a binary key: redis_tools reads it, fields sorted)
+got=$(python3 "$tools" hgetall "$port" 1 "$d1_key")
 if [ "$got" = "$want_fields" ]; then pass "the exported hash has current rspamd's fields"; else fail "exported fields" "want: $want_fields; got: $got"; fi
 shingle_ttl=$(R -n 1 ttl fuzzy_5_1005)
 owner=$(R -n 1 --raw get fuzzy_5_1005 | head -c 64 | od -An -tx1 | tr -d ' \n' | cut -c1-4)
@@ -119,23 +113,13 @@ if [ "$(R -n 1 get fuzzy_count)" = 3 ] && [ "$(R -n 1 get fuzzylocal)" = 1 ]; th
 fresh 2
 expect_run "export --layout 3.4 keeps one flag per hash and says so" 0 '2 further flags were left out' \
   "$ctl" export-rspamd-redis --redis "127.0.0.1:$port" --db 2 --layout 3.4 --db-dir cur
-got=$(cd "$here" && python3 -c "
-import redis_tools, socket
-s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(redis_tools.encode(['SELECT', '2']) + redis_tools.encode(['HGETALL', 'hex:$d1_key']))
-r = redis_tools.Reader(s); r.reply(); items = r.reply()
-print(' '.join(sorted(items[i].decode() + '=' + items[i + 1].decode() for i in range(0, len(items), 2))))")
+got=$(python3 "$tools" hgetall "$port" 2 "$d1_key")
 if [ "$got" = "C=1700000000 F=2 V=30" ]; then pass "the 3.4 hash is F/V/C of the largest flag"; else fail "3.4 fields" "got: $got"; fi
 expect_run "export refuses a filled prefix" 1 "already holds keys .*give --merge" \
   "$ctl" export-rspamd-redis --redis "127.0.0.1:$port" --db 2 --db-dir cur
 expect_run "export --merge writes into it, replacing each digest" 0 '^exported 3 digests' \
   "$ctl" export-rspamd-redis --redis "127.0.0.1:$port" --db 2 --merge --db-dir cur
-got=$(cd "$here" && python3 -c "
-import redis_tools, socket
-s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(redis_tools.encode(['SELECT', '2']) + redis_tools.encode(['HGETALL', 'hex:$d1_key']))
-r = redis_tools.Reader(s); r.reply(); items = r.reply()
-print(' '.join(sorted(items[i].decode() + '=' + items[i + 1].decode() for i in range(0, len(items), 2))))")
+got=$(python3 "$tools" hgetall "$port" 2 "$d1_key")
 if [ "$got" = "$want_fields" ]; then pass "--merge replaced the 3.4 hash whole"; else fail "merged fields" "got: $got"; fi
 
 # ---------------------------------------------------------------- streaming through several runs

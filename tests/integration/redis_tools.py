@@ -3,7 +3,8 @@
   write PORT SPEC.json     send the commands of SPEC (a list of argument
                            lists; "hex:..." arguments are raw bytes) to the
                            Redis on 127.0.0.1:PORT, print the replies
-  hgetall PORT HEXKEY      HGETALL of a binary key as JSON {field: value}
+  hgetall PORT DB HEXKEY   HGETALL of a binary key in database DB, as sorted
+                           "name=value" pairs on one line
   fake PORT MODE           a fake Redis that answers PING, DBSIZE, one SCAN
                            page with one digest hash, its HGETALL and PTTL,
                            then MODE=drop closes the connection at the next
@@ -75,11 +76,14 @@ def write(port, spec):
             sys.exit("%s: %s" % (c[0], reply))
 
 
-def hgetall(port, hexkey):
+def hgetall(port, db, hexkey):
     s = socket.create_connection(("127.0.0.1", int(port)))
-    s.sendall(encode(["HGETALL", "hex:" + hexkey]))
-    items = Reader(s).reply()
-    print(json.dumps({items[i].decode(): items[i + 1].decode() for i in range(0, len(items), 2)}, sort_keys=True))
+    s.sendall(encode(["SELECT", db]) + encode(["HGETALL", "hex:" + hexkey]))
+    r = Reader(s)
+    r.reply()
+    items = r.reply()
+    # Redis's field order is its own: sorted name=value pairs compare stably.
+    print(" ".join(sorted(items[i].decode() + "=" + items[i + 1].decode() for i in range(0, len(items), 2))))
 
 
 def fake(port, mode):
