@@ -376,7 +376,11 @@ TEST_F(PersistTest, a_worker_faster_than_the_commits_is_held_back_and_loses_noth
       << persister.stats().syncs.load();
   stop = true;
   worker.join();
-  EXPECT_LE(feed.chunks_allocated(), ChangeFeed::kBackedUpChunks + 64)
+  // A drainer that merely lags (slow under sanitizers: one-change chunks
+  // pushed faster than it copies them) may let the feed reach
+  // kMaxChunksInFlight before the commit starts and draining pauses; past
+  // that bound, nothing.
+  EXPECT_LE(feed.chunks_allocated(), ChangeFeed::kMaxChunksInFlight + 64)
       << "the feed grew past its back-pressure bound";
   EXPECT_TRUE(persister.finish());
   EXPECT_EQ(env.count(RecordType::fuzzy), recorded.load()) << "every recorded change reached the disk";
