@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shingled/ratelimit_client.h"
+#include "store/ratelimit_rules.h"
 
 namespace shingled {
 
@@ -22,6 +23,9 @@ const char kRatelimitUsage[] =
     "  ratelimit reset KEY         forget one bucket (it starts empty)\n"
     "  KEY is the bucket's key string: for the rules' buckets, as rspamd forms it\n"
     "  (docs/ratelimit.md), e.g. \"1000:bob@example.net\" for `to` with burst 100.\n"
+    "  With --rspamd-key, KEY is rspamd's key string and the bucket is its Redis\n"
+    "  name (RL + hash, --prefix to change RL): the name the rspamd plugin sends\n"
+    "  when it reads rspamd's own ratelimit rules.\n"
     "  Options: --server HOST:PORT, --json, --timeout MS (per attempt, default 1000),\n"
     "  --key PUBKEY (encrypt to the server's keypair, as rspamd's encryption_key).\n";
 
@@ -85,7 +89,8 @@ int run_ratelimit(int argc, char** argv) {
   if (sub != "check" && sub != "peek" && sub != "reset") {
     return usage("unknown ratelimit command '" + sub + "'");
   }
-  std::string server = "127.0.0.1:11336", error, key, pubkey;
+  std::string server = "127.0.0.1:11336", error, key, pubkey, prefix = "RL";
+  bool rspamd_key = false;
   ratelimit::ClientMessage m;
   m.phase = ratelimit::kCheck;
   bool json = false, from_given = false;
@@ -94,10 +99,12 @@ int run_ratelimit(int argc, char** argv) {
     const std::string a = argv[i];
     const bool valued = a == "--server" || a == "--rcpt" || a == "--from" || a == "--ip" ||
                         a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout" ||
-                        a == "--key";
+                        a == "--key" || a == "--prefix";
     if (valued && i + 1 >= argc) return usage(a + " needs a value");
     if (a == "--json") {
       json = true;
+    } else if (a == "--rspamd-key") {
+      rspamd_key = true;
     } else if (a == "--bounce") {
       m.sender.clear();
       from_given = true;
@@ -117,6 +124,7 @@ int run_ratelimit(int argc, char** argv) {
       if (a == "--ip") m.ip = v;
       if (a == "--user") m.user = v;
       if (a == "--key") pubkey = v;
+      if (a == "--prefix") prefix = v;
       if ((a == "--burst" && (!parse_number(v, burst) || burst <= 0)) ||
           (a == "--leak" && !parse_number(v, leak)) ||
           (a == "--timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
@@ -131,6 +139,8 @@ int run_ratelimit(int argc, char** argv) {
   if (sub != "check" && (key.empty() || !m.rcpts.empty())) {
     return usage("ratelimit " + sub + " needs one KEY (and no message options)");
   }
+  if (rspamd_key && sub == "check") return usage("--rspamd-key names a bucket: peek or reset");
+  if (rspamd_key) key = rspamd_key_name(key, prefix);
   if (sub == "peek" && (burst < 0 || leak < 0)) {
     return usage("ratelimit peek needs the bucket's --burst and --leak (per second)");
   }

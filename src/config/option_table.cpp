@@ -485,7 +485,7 @@ std::string show_ratelimit(const Config& c) {
     }
   }
   return "rates: " + (rates.empty() ? std::string("(none: nothing limited)") : rates) +
-         "; compat " + (r.compat == RatelimitCompat::rspamd ? "rspamd" : "shingled") +
+         "; compat " + (r.compat == RatelimitCompat::rspamd ? "rspamd" : "per_recipient") +
          "; max_rcpts " + std::to_string(r.max_rcpts) + "; expire " +
          duration_text(r.expire_seconds);
 }

@@ -81,12 +81,19 @@ class BlockLoader {
       }
       cfg_.max_rcpts = uint32_t(n);
     } else if (key == "compat") {
-      if (v == "shingled") {
-        cfg_.compat = RatelimitCompat::shingled;
+      if (v == "per_recipient") {
+        cfg_.compat = RatelimitCompat::per_recipient;
       } else if (v == "rspamd") {
         cfg_.compat = RatelimitCompat::rspamd;
+      } else if (v == "shingled") {
+        // The old default skipped messages with more than max_rcpts
+        // recipients; say so rather than change an operator's limits quietly.
+        return fail(m.line,
+                    "compat: \"shingled\" is gone (it let a message with more than max_rcpts "
+                    "recipients skip every limit); use \"rspamd\" (the default) or "
+                    "\"per_recipient\" (buckets for the first max_rcpts recipients)");
       } else {
-        return fail(m.line, "compat: '" + v + "' is not \"shingled\" or \"rspamd\"");
+        return fail(m.line, "compat: '" + v + "' is not \"rspamd\" or \"per_recipient\"");
       }
     } else if (key == "expire" || key == "reservation_lease") {
       uint64_t seconds = 0;

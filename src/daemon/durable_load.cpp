@@ -1,9 +1,12 @@
 // Loads the stores from LMDB at start-up (see durable_load.h).
 #include "daemon/durable_load.h"
 
+#include <cstring>
+
 #include "common/clock.h"
 #include "common/cpu.h"
 #include "common/log.h"
+#include "persist/bucket_record_codec.h"
 #include "persist/counter_loader.h"
 #include "persist/fuzzy_loader.h"
 
@@ -83,6 +86,65 @@ bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
   if (bad != 0) {
     LOG_WARN("%llu saved per-network limit records could not be decoded and were dropped",
              static_cast<unsigned long long>(bad));
+  }
+  return true;
+}
+
+bool load_bucket_secret(LmdbEnvironment& env, BucketKeySecret& secret, std::string& error) {
+  bool found = false;
+  const std::string from(kBucketSecretKey), to = from + '\0';
+  if (!env.for_each_in_range(
+          RecordType::ratelimit, from, to,
+          [&](std::string_view, std::string_view value) {
+            found = value.size() == sizeof secret.bytes;
+            if (found) std::memcpy(secret.bytes, value.data(), sizeof secret.bytes);
+            return false;
+          },
+          error)) {
+    return false;
+  }
+  if (found) return true;
+  secret = random_bucket_key_secret();
+  const Change c{RecordType::ratelimit, false, kBucketSecretKey,
+                 std::string_view(reinterpret_cast<const char*>(secret.bytes), sizeof secret.bytes)};
+  return env.apply(&c, 1, env.last_sync(), error);
+}
+
+bool load_rate_buckets(LmdbEnvironment& env, BucketStore& store, PendingChanges& first_sync,
+                       std::string& error) {
+  for (unsigned s = 0; s < store.shard_count(); ++s) store.table(s).track_changes();
+  const int64_t now_ms = int64_t(unix_seconds_now()) * 1000;
+  uint64_t loaded = 0, expired = 0, bad = 0, no_room = 0;
+  const bool ok = env.for_each(
+      RecordType::ratelimit,
+      [&](std::string_view key, std::string_view value) {
+        BucketId id;
+        if (!bucket_id_from_key(key, id)) return true;  // the secret
+        BucketState state;
+        int64_t drop_at_ms = 0;
+        if (!decode_bucket_record(value, state, drop_at_ms)) {
+          ++bad;
+        } else if (drop_at_ms <= now_ms) {
+          ++expired;
+        } else if (!store.table(store.shard_of(id)).restore(id, state, drop_at_ms)) {
+          ++no_room;
+        } else {
+          ++loaded;
+          return true;
+        }
+        first_sync.buckets.erase(id);
+        return true;
+      },
+      error);
+  if (!ok) return false;
+  if (loaded != 0) {
+    LOG_INFO("loaded %llu rate-limit buckets", static_cast<unsigned long long>(loaded));
+  }
+  log_left_out("rate-limit buckets", expired, "had passed their drop time", 0);
+  if (bad != 0 || no_room != 0) {
+    LOG_WARN("%llu saved rate-limit buckets could not be decoded and %llu did not fit "
+             "ratelimit_service_max_buckets; they are deleted at the first sync",
+             static_cast<unsigned long long>(bad), static_cast<unsigned long long>(no_room));
   }
   return true;
 }

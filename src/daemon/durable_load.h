@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "persist/lmdb_environment.h"
 #include "persist/pending_changes.h"
+#include "store/bucket_store.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 #include "store/network_limiter.h"
@@ -25,5 +26,16 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
 // the first sync.
 bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
                           std::vector<SavedNetworkBucket>& out, std::string& error);
+
+// The secret that names rate-limit buckets (store/bucket_key.h): read from
+// the environment, or made and written there on the first start, so that
+// saved buckets keep their ids across restarts.
+bool load_bucket_secret(LmdbEnvironment& env, BucketKeySecret& secret, std::string& error);
+
+// The rate-limit buckets the last syncs saved, back into their shards'
+// tables, which track their changes from now on. Buckets past their drop
+// time, undecodable ones and any beyond the capacity become deletions.
+bool load_rate_buckets(LmdbEnvironment& env, BucketStore& store, PendingChanges& first_sync,
+                       std::string& error);
 
 }  // namespace shingled

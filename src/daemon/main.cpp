@@ -293,12 +293,14 @@ bool allocate_counter_store(const Config& config, std::unique_ptr<CounterStore>&
   return counters != nullptr;
 }
 
-// Rate-limit buckets when the service listens anywhere. They live in RAM
-// only: a restart forgets them, and every limit is back to its burst
-// (docs/ratelimit.md).
-bool allocate_bucket_store(const Config& config, std::unique_ptr<BucketStore>& buckets) {
+// Rate-limit buckets when the service listens anywhere, named with the
+// environment's secret so the saved ones keep their ids (docs/ratelimit.md).
+bool allocate_bucket_store(const Config& config, const BucketKeySecret& secret,
+                           std::unique_ptr<BucketStore>& buckets) {
   if (config.ratelimit_service_bind_sockets.empty()) return true;
   BucketStoreOptions bo;
+  bo.fixed_secret = true;
+  bo.secret = secret;
   bo.max_buckets = config.ratelimit_service_max_buckets;
   const BucketTableOptions rules = RatelimitRules(config.ratelimit).table_options(0);
   bo.idle_expire_ms = rules.idle_expire_ms;
@@ -457,7 +459,12 @@ int run(int argc, char** argv) {
 
   const double started = monotonic_seconds();
   std::unique_ptr<BucketStore> buckets;
-  if (!allocate_bucket_store(config, buckets)) return 1;
+  if (!config.ratelimit_service_bind_sockets.empty()) {
+    BucketKeySecret secret;
+    if (!load_bucket_secret(env, secret, error)) return fail_with(error);
+    if (!allocate_bucket_store(config, secret, buckets)) return 1;
+    if (!load_rate_buckets(env, *buckets, first_sync, error)) return fail_with(error);
+  }
   std::vector<SavedNetworkBucket> network_buckets;
   if (!load_network_buckets(env, first_sync, network_buckets, error)) return fail_with(error);
   Engine engine(config, *store, keypairs, counters.get(), buckets.get());

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "persist/change_feed.h"
+
 namespace shingled {
 
 static_assert(ratelimit::kDecodeStatusCount <= WorkerStats::kRatelimitDropReasons,
@@ -46,8 +48,8 @@ RatelimitHandler::RatelimitHandler(RatelimitService& service, uint8_t service_id
       sweep_(link.shards, link.self, service.store().shard_count()) {}
 
 void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
-  const int64_t now = int64_t(clock.monotonic_ms());
-  now_ms_ = now;
+  const int64_t now = int64_t(clock.monotonic_ms());  // timers and the reply cache
+  now_ms_ = clock.unix_ms;
   const uint8_t* data = p.data;
   size_t len = p.len;
   ReplySeal seal;
@@ -143,6 +145,10 @@ void RatelimitHandler::build_calls(Pending& pc) {
     stats_.ratelimit_bucket_calls.add(request_.n);
     return;
   }
+  if (request_.kind == ratelimit::kKeyedMessage) {
+    build_keyed_calls(pc);
+    return;
+  }
   const RatelimitRules& rules = service_.rules();
   for (uint8_t m = 0; m < request_.n; ++m) {
     const ratelimit::MessageItem& item = request_.messages[m];
@@ -167,9 +173,47 @@ void RatelimitHandler::build_calls(Pending& pc) {
   pc.first_call[request_.n] = uint16_t(pc.calls.size());
 }
 
+void RatelimitHandler::build_keyed_calls(Pending& pc) {
+  const BucketStore& store = service_.store();
+  for (uint8_t m = 0; m < request_.n; ++m) {
+    const ratelimit::KeyedMessageItem& item = request_.keyed[m];
+    pc.phase[m] = static_cast<MessagePhase>(item.phase);
+    pc.skip[m] = MessageSkip::none;
+    pc.first_call[m] = uint16_t(pc.calls.size());
+    // rspamd's scanners run the scripts at their own clock; one far from
+    // ours (a wrong clock, or a replay) would drain or freeze buckets.
+    int64_t at = 0;
+    if (item.time_ms != 0) {
+      const int64_t skew = item.time_ms - now_ms_;
+      if (skew <= ratelimit::kMaxClientSkewMs && skew >= -ratelimit::kMaxClientSkewMs) {
+        at = item.time_ms;
+      } else {
+        stats_.ratelimit_client_time_ignored.add();
+      }
+    }
+    const MessageOutcome outcome = static_cast<MessageOutcome>(item.outcome);
+    for (uint8_t b = 0; b < item.n; ++b) {
+      const ratelimit::BucketSpec& spec = request_.specs[item.first + b];
+      Call& c = pc.calls.emplace_back();
+      c.call.id = store.id_of(spec.key.data(), spec.key.size());
+      bool factors_dropped = false;
+      c.call.params = service_.spec_params(spec, factors_dropped);
+      if (factors_dropped) stats_.ratelimit_factor_sets_full.add();
+      c.call.cost = spec.cost;
+      c.call.op = first_pass_op(pc.phase[m], (item.reservation_mask >> b) & 1);
+      c.call.outcome = outcome;
+      c.call.at_ms = at;
+      c.message = m;
+      c.meta = BucketMeta{RateFamily(0), b};  // the reply names the bucket by its index
+    }
+  }
+  pc.first_call[request_.n] = uint16_t(pc.calls.size());
+}
+
 BucketResult RatelimitHandler::apply(const BucketCall& call) {
   BucketStore& store = service_.store();
-  const BucketResult r = store.table(store.shard_of(call.id)).apply(call, now_ms_);
+  const int64_t at = call.at_ms != 0 ? call.at_ms : now_ms_;
+  const BucketResult r = store.table(store.shard_of(call.id)).apply(call, at);
   if (r.evicted) stats_.ratelimit_buckets_evicted.add();
   return r;
 }
@@ -206,7 +250,7 @@ void RatelimitHandler::deliver(uint16_t slot, uint16_t index, const BucketResult
 void RatelimitHandler::finish(uint16_t slot, bool lost) {
   (void)lost;
   Pending& pc = pending_[slot];
-  if (pc.kind == ratelimit::kMessage) second_pass(slot);
+  if (pc.kind != ratelimit::kBucket) second_pass(slot);
   uint8_t reply[kReplyBuffer];
   const size_t len = link_.sealer.finish_reply(pc.seal, link_.ctx, reply,
                                                encode(pc, reply + Sealer::body_offset(pc.seal)));
@@ -259,7 +303,6 @@ void RatelimitHandler::second_pass(uint16_t slot) {
   stats_.ratelimit_messages.add(counted.messages);
   stats_.ratelimit_limited.add(counted.limited);
   stats_.ratelimit_whitelisted.add(counted.whitelisted);
-  stats_.ratelimit_too_many_rcpts.add(counted.too_many_rcpts);
   stats_.ratelimit_store_full.add(counted.store_full);
   for (size_t f = 0; f < kRateFamilies; ++f) {
     if (counted.limited_by_family[f] != 0) stats_.ratelimit_limited_by[f].add(counted.limited_by_family[f]);
@@ -272,6 +315,9 @@ size_t RatelimitHandler::encode(Pending& pc, uint8_t* reply) {
   header_.id = pc.id;
   if (pc.kind == ratelimit::kMessage) {
     return ratelimit::encode_message_reply(header_, message_results_, reply);
+  }
+  if (pc.kind == ratelimit::kKeyedMessage) {
+    return ratelimit::encode_keyed_message_reply(header_, message_results_, reply);
   }
   ratelimit::BucketItemResult items[ratelimit::kMaxBucketItems];
   for (uint8_t i = 0; i < pc.n; ++i) {
@@ -287,12 +333,29 @@ size_t RatelimitHandler::encode(Pending& pc, uint8_t* reply) {
 }
 
 void RatelimitHandler::execute(const InboxMessage& m, const LoopClock& now) {
-  now_ms_ = int64_t(now.monotonic_ms());
+  now_ms_ = now.unix_ms;
   if (router_.handles(m)) router_.execute(m);
 }
 
+bool RatelimitHandler::report_changes(uint64_t epoch, size_t budget, const LoopClock& now) {
+  (void)now;
+  if (epoch == 0 || link_.feed == nullptr) return true;
+  const bool starting = epoch != report_epoch_;
+  report_epoch_ = epoch;
+  BucketStore& store = service_.store();
+  bool done = true;
+  for (unsigned shard = 0; shard < store.shard_count(); ++shard) {
+    if (!link_.shards.owns(link_.self, shard)) continue;
+    BucketTable& table = store.table(shard);
+    if (starting) table.begin_report();
+    budget -= table.report(*link_.feed, budget);
+    done &= table.report_done();
+  }
+  return done;
+}
+
 void RatelimitHandler::upkeep(const LoopClock& now) {
-  now_ms_ = int64_t(now.monotonic_ms());
+  now_ms_ = now.unix_ms;
   if (++upkeep_ticks_ % 100 == 0) {  // every ~100 ms
     stats_.ratelimit_cache_evicted.set(cache_.stats().evicted);
     router_.expire(now.monotonic_ms());

@@ -47,6 +47,9 @@ class RatelimitHandler final : public ServiceHandler {
   // Timers (requests whose parts did not come back in time) and a sweep
   // slice of one of this core's bucket shards.
   void upkeep(const LoopClock& now) override;
+  // Before a sync: the buckets of this core's shards changed or dropped
+  // since the last one (store/bucket_table.h).
+  bool report_changes(uint64_t epoch, size_t budget, const LoopClock& now) override;
 
   void execute_owned(const BucketCall* calls, size_t n, BucketResult* out, bool answer);
   void deliver(uint16_t slot, uint16_t index, const BucketResult& r);
@@ -81,6 +84,7 @@ class RatelimitHandler final : public ServiceHandler {
 
   static bool changes_state(const ratelimit::Request& r);
   void build_calls(Pending& pc);
+  void build_keyed_calls(Pending& pc);  // kind 3: the client's buckets
   // Runs this core's calls of `which` now and hands the others to the
   // router for their owners (the pass begun by the caller).
   void route(Pending& pc, const std::vector<uint16_t>& which, bool answer);
@@ -97,7 +101,7 @@ class RatelimitHandler final : public ServiceHandler {
   FanoutRouter<RatelimitHandler> router_;
   ReplyCache cache_;
   std::vector<Pending> pending_;         // per router slot
-  int64_t now_ms_ = 0;                   // this pass's monotonic milliseconds
+  int64_t now_ms_ = 0;                   // this pass's Unix milliseconds: the buckets' clock
   std::vector<uint16_t> scratch_calls_;  // call positions for route()
   std::vector<uint16_t> second_calls_;   // the same for second passes
   BucketMeta meta_scratch_[kMaxMessageBuckets];      // second_pass(): one message's
@@ -109,6 +113,7 @@ class RatelimitHandler final : public ServiceHandler {
   MessageBuckets buckets_;               // derivation scratch (~40 KB)
   OwnedShardCursor sweep_;
   uint64_t upkeep_ticks_ = 0;
+  uint64_t report_epoch_ = 0;
 };
 
 }  // namespace shingled

@@ -17,6 +17,7 @@
 #include "access/access_lists.h"
 #include "config/config.h"
 #include "store/bucket_store.h"
+#include "store/dynamic_factor_registry.h"
 #include "store/ratelimit_message.h"
 #include "store/ratelimit_rules.h"
 #include "wire/ratelimit_codec.h"
@@ -41,10 +42,17 @@ class RatelimitService {
   // leak, the arithmetic and reservation lease of the config.
   BucketParams item_params(const ratelimit::BucketItem& item) const;
   static BucketOp item_op(uint8_t wire_op);
+  // The parameters of a bucket a client formed (kind 3): always rspamd's
+  // arithmetic; its own expiry and dynamic factors, else the config's.
+  // `own_factors_dropped` is set when its own set found the registry full
+  // (the config's factors are used).
+  BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped);
 
  private:
   BucketStore& store_;
   RatelimitRules rules_;
+  DynamicFactors config_factors_;
+  DynamicFactorRegistry factor_sets_;
   std::unique_ptr<const AccessLists> inline_lists_;
 };
 

@@ -95,9 +95,10 @@ class Counter {
   X(ratelimit_messages, "messages decided")                                                \
   X(ratelimit_limited, "messages limited (soft reject)")                                    \
   X(ratelimit_whitelisted, "messages whitelisted (recipient or IP)")                        \
-  X(ratelimit_too_many_rcpts, "messages not limited: more recipients than max_rcpts")       \
   X(ratelimit_store_full, "messages let through: a bucket could not be stored")            \
   X(ratelimit_bucket_calls, "bucket items of bucket requests")                              \
+  X(ratelimit_client_time_ignored, "messages whose client time was over 10 min off: server clock used") \
+  X(ratelimit_factor_sets_full, "buckets whose own dynamic factors found 256 sets kept: config factors used") \
   X(ratelimit_parts_sent, "rate-limit bucket calls sent to other owner cores (messages)")   \
   X(ratelimit_parts_lost, "rate-limit part messages that found the inbox full (fail open)") \
   X(ratelimit_pending_full, "rate-limit requests dropped: too many awaiting other cores")   \

@@ -42,6 +42,13 @@ CounterChange& ChangeFeed::next_counter() {
   return item.counter;
 }
 
+BucketChange& ChangeFeed::next_bucket() {
+  if (current_ == nullptr) current_ = fresh_chunk();
+  ChangeItem& item = current_->changes[current_->count];
+  item.kind = ChangeItem::Kind::bucket;
+  return item.bucket;
+}
+
 void ChangeFeed::push_blob(uint8_t type, uint32_t slot, std::string&& bytes) {
   if (current_ == nullptr) current_ = fresh_chunk();
   ChangeItem& item = current_->changes[current_->count];

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/spsc_ring.h"
+#include "store/bucket_change.h"
 #include "store/counter_change.h"
 #include "store/fuzzy_record.h"
 
@@ -34,15 +35,17 @@ struct BlobChange {
 
 // One change of any record type, in the order the worker made them.
 struct ChangeItem {
-  enum class Kind : uint8_t { fuzzy, counter, blob };
+  enum class Kind : uint8_t { fuzzy, counter, blob, bucket };
   ChangeItem() : fuzzy{} {}
   Kind kind = Kind::fuzzy;
   union {
     FuzzyChange fuzzy;
     CounterChange counter;
     BlobChange blob;
+    BucketChange bucket;
   };
 };
+static_assert(sizeof(BucketChange) <= sizeof(FuzzyChange), "a bucket change fits a feed slot");
 
 struct ChangeChunk {
   static constexpr size_t kCapacity = 64;
@@ -51,7 +54,7 @@ struct ChangeChunk {
   ChangeItem changes[kCapacity];
 };
 
-class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
+class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink, public BucketChangeSink {
  public:
   static constexpr size_t kRingChunks = 1024;  // ~1.7 s of a core writing 40k chunks/s
   static constexpr uint64_t kListedChunksInFlight = 256;  // ~5 MB, 16k changes
@@ -76,6 +79,8 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink {
   void commit() override;
   CounterChange& next_counter() override;  // CounterChangeSink
   void commit_counter() override { commit(); }
+  BucketChange& next_bucket() override;  // BucketChangeSink
+  void commit_bucket() override { commit(); }
   // A record rewritten whole (BlobChange): `bytes` is handed over.
   void push_blob(uint8_t type, uint32_t slot, std::string&& bytes);
   bool backed_up() const override {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "persist/bucket_record_codec.h"
 #include "persist/change_feed.h"
 #include "persist/counter_pending.h"
 #include "persist/fuzzy_pending.h"
@@ -72,18 +73,61 @@ class BlobPending {
   std::map<std::string, Entry> map_;  // type byte + slot key
 };
 
+// Rate-limit buckets by id: the latest state (or deletion) of each.
+class BucketPending {
+ public:
+  void add(const BucketChange& c) {
+    Entry& e = map_[bucket_record_key(c.id)];
+    e.erase = c.erase;
+    if (c.erase) {
+      e.value.clear();
+    } else {
+      e.value = encode_bucket_record(c.state, c.drop_at_ms);
+    }
+  }
+  void erase(const BucketId& id) {
+    Entry& e = map_[bucket_record_key(id)];
+    e.erase = true;
+    e.value.clear();
+  }
+  void absorb_older(BucketPending&& older) {
+    for (auto& [k, e] : older.map_) map_.try_emplace(k, std::move(e));
+  }
+  size_t size() const { return map_.size(); }
+  bool empty() const { return map_.empty(); }
+  // The map node, the 16-byte key and the 49-byte value: ~160 bytes.
+  size_t approx_bytes() const { return map_.size() * 160; }
+  void to_changes(std::vector<Change>& out) const {
+    for (const auto& [k, e] : map_) {
+      Change c{};
+      c.type = RecordType::ratelimit;
+      c.key = k;
+      c.value = e.value;
+      c.erase = e.erase;
+      out.push_back(c);
+    }
+  }
+
+ private:
+  struct Entry {
+    bool erase = false;
+    std::string value;
+  };
+  std::map<std::string, Entry> map_;
+};
+
 struct PendingChanges {
   FuzzyPending fuzzy;
   CounterPending counters;
   BlobPending blobs;
+  BucketPending buckets;
 
   void add(const ChangeItem& item) {
-    if (item.kind == ChangeItem::Kind::counter) {
-      counters.add(item.counter);
-    } else if (item.kind == ChangeItem::Kind::blob) {
-      blobs.add(item.blob);
-    } else {
-      fuzzy.add(item.fuzzy);
+    switch (item.kind) {
+      case ChangeItem::Kind::counter: counters.add(item.counter); break;
+      case ChangeItem::Kind::blob: blobs.add(item.blob); break;
+      case ChangeItem::Kind::bucket: buckets.add(item.bucket); break;
+      case ChangeItem::Kind::fuzzy: fuzzy.add(item.fuzzy); break;
     }
   }
   // Puts back a batch that failed to sync: its entries are older than ours.
@@ -91,15 +135,20 @@ struct PendingChanges {
     fuzzy.absorb_older(std::move(older.fuzzy));
     counters.absorb_older(std::move(older.counters));
     blobs.absorb_older(std::move(older.blobs));
+    buckets.absorb_older(std::move(older.buckets));
   }
-  size_t size() const { return fuzzy.size() + counters.size() + blobs.size(); }
+  size_t size() const { return fuzzy.size() + counters.size() + blobs.size() + buckets.size(); }
   // About how much memory the pending changes hold.
-  size_t approx_bytes() const { return fuzzy.approx_bytes() + counters.approx_bytes() + blobs.approx_bytes(); }
-  bool empty() const { return fuzzy.empty() && counters.empty() && blobs.empty(); }
+  size_t approx_bytes() const {
+    return fuzzy.approx_bytes() + counters.approx_bytes() + blobs.approx_bytes() +
+           buckets.approx_bytes();
+  }
+  bool empty() const { return fuzzy.empty() && counters.empty() && blobs.empty() && buckets.empty(); }
   void to_changes(std::vector<Change>& out) const {
     fuzzy.to_changes(out);
     counters.to_changes(out);
     blobs.to_changes(out);
+    buckets.to_changes(out);
   }
 };
 

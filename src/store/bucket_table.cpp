@@ -78,6 +78,7 @@ size_t BucketTable::insert(const BucketId& id, int64_t now_ms, bool& evicted) {
   size_t pos = home(id);
   while (slots_[pos].id.lo != 0) pos = next(pos);
   slots_[pos].id = id;
+  if (!flags_.empty()) flags_[pos] = 0;
   live_.fetch_add(1, std::memory_order_relaxed);
   ++stats_.created;
   return pos;
@@ -89,6 +90,8 @@ size_t BucketTable::insert(const BucketId& id, int64_t now_ms, bool& evicted) {
 void BucketTable::erase_at(size_t pos) {
   live_.fetch_sub(1, std::memory_order_relaxed);
   if (budget_ != nullptr) budget_->give_back();
+  const bool tracking = !flags_.empty();
+  if (tracking && (flags_[pos] & kPersisted)) erased_.push_back(slots_[pos].id);
   size_t hole = pos;
   for (size_t at = next(hole); slots_[at].id.lo != 0; at = next(at)) {
     const size_t want = home(slots_[at].id);
@@ -96,13 +99,72 @@ void BucketTable::erase_at(size_t pos) {
     const size_t from_hole = at >= hole ? at - hole : at + n_slots_ - hole;
     if (from_home >= from_hole) {
       slots_[hole] = slots_[at];
+      if (tracking) flags_[hole] = flags_[at];
       hole = at;
     }
   }
   slots_[hole].id = BucketId{};
+  if (tracking) flags_[hole] = 0;
+}
+
+void BucketTable::track_changes() {
+  if (flags_.empty()) flags_.assign(n_slots_, 0);
+}
+
+bool BucketTable::restore(const BucketId& id, const BucketState& state, int64_t drop_at_ms) {
+  if (id.lo == 0 || find(id) != SIZE_MAX) return false;
+  if (live() >= max_buckets_ || (budget_ != nullptr && !budget_->take())) return false;
+  size_t pos = home(id);
+  while (slots_[pos].id.lo != 0) pos = next(pos);
+  slots_[pos].id = id;
+  slots_[pos].state = state;
+  slots_[pos].drop_at_ms = drop_at_ms;
+  live_.fetch_add(1, std::memory_order_relaxed);
+  if (!flags_.empty()) flags_[pos] = kPersisted;
+  return true;
+}
+
+void BucketTable::begin_report() {
+  report_cursor_ = 0;
+}
+
+size_t BucketTable::report(BucketChangeSink& sink, size_t budget) {
+  if (flags_.empty()) return 0;
+  size_t reported = 0;
+  // Drops first: a bucket made again after its drop must reach the disk
+  // after the deletion of its old record.
+  while (erased_cursor_ < erased_.size()) {
+    if (reported == budget) return reported;
+    BucketChange& c = sink.next_bucket();
+    c = BucketChange{};
+    c.id = erased_[erased_cursor_++];
+    c.erase = true;
+    sink.commit_bucket();
+    ++reported;
+  }
+  erased_.clear();
+  erased_cursor_ = 0;
+  while (report_cursor_ < n_slots_ && reported < budget) {
+    const size_t pos = report_cursor_++;
+    if (!(flags_[pos] & kDirty)) continue;
+    const Slot& s = slots_[pos];
+    BucketChange& c = sink.next_bucket();
+    c.id = s.id;
+    c.state = s.state;
+    c.drop_at_ms = s.drop_at_ms;
+    c.erase = false;
+    sink.commit_bucket();
+    flags_[pos] = kPersisted;
+    ++reported;
+  }
+  return reported;
 }
 
 void BucketTable::set_drop_time(Slot& slot, const BucketParams& params, int64_t now_ms) const {
+  if (params.expire_s != 0) {  // rspamd's TTL, refreshed by every change
+    slot.drop_at_ms = now_ms + int64_t(params.expire_s) * 1000;
+    return;
+  }
   const int64_t empty_at = bucket_empty_at(slot.state, params);
   const int64_t idle_end = slot.state.last_ms > INT64_MAX - idle_expire_ms_
                                ? INT64_MAX
@@ -171,7 +233,10 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
       return r;
     }
   }
-  if (pos != SIZE_MAX && !r.existed) slots_[pos].state = new_bucket(now_ms);
+  if (pos != SIZE_MAX && !r.existed) {
+    slots_[pos].state = new_bucket(now_ms);
+    if (!flags_.empty()) flags_[pos] &= kPersisted;  // a new bucket where an expired one was
+  }
   if (pos == SIZE_MAX) {  // peek, release, shingled check of an absent bucket
     r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
   } else {
@@ -206,7 +271,10 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
       case BucketOp::reset:
         break;
     }
-    if (call.op != BucketOp::peek) set_drop_time(slot, p, now_ms);
+    if (call.op != BucketOp::peek) {
+      set_drop_time(slot, p, now_ms);
+      mark_dirty(pos);
+    }
   }
   if (decides) {
     ++stats_.decisions;

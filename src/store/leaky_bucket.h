@@ -54,6 +54,10 @@ struct BucketParams {
   double burst = 0;        // capacity (messages or any cost unit), > 0
   double rate_per_ms = 0;  // leak per millisecond, >= 0 (0: never drains)
   BucketArithmetic arithmetic = BucketArithmetic::shingled;
+  // rspamd's per-key TTL: when not 0, the bucket may be dropped this many
+  // seconds after its last change whatever its level, and an empty one is
+  // kept until then (the table's idle expiry is not used for it).
+  uint32_t expire_s = 0;
   const DynamicFactors* dynamic = nullptr;  // nullptr: multipliers stay 1.0
   // Reservations (pending) not committed or released after at least this
   // long, and at most twice this long while the bucket is touched, are

@@ -22,7 +22,6 @@ RatelimitStats& RatelimitStats::operator+=(const RatelimitStats& o) {
   messages += o.messages;
   limited += o.limited;
   whitelisted += o.whitelisted;
-  too_many_rcpts += o.too_many_rcpts;
   store_full += o.store_full;
   for (size_t i = 0; i < kRateFamilies; ++i) limited_by_family[i] += o.limited_by_family[i];
   return *this;
@@ -47,8 +46,8 @@ BucketOp second_pass_op(MessagePhase phase, bool limited, bool reserved_now) {
 
 ratelimit::MessageResult skipped_result(MessageSkip skip) {
   ratelimit::MessageResult r;
-  r.verdict = skip == MessageSkip::too_many_rcpts ? ratelimit::kTooManyRcpts
-                                                  : ratelimit::kWhitelisted;
+  (void)skip;  // every skip is a whitelist
+  r.verdict = ratelimit::kWhitelisted;
   return r;
 }
 
@@ -61,6 +60,7 @@ ratelimit::MessageResult combine_bucket_results(const BucketMeta* meta, const Bu
     const BucketResult& b = results[i];
     if (b.full) r.flags |= ratelimit::kResultStoreFull;
     if (!b.decision.allowed) {
+      r.limited_mask |= uint64_t(1) << i;
       if (r.verdict != ratelimit::kLimit) deciding = i;
       r.verdict = ratelimit::kLimit;
       r.wait_ms = std::max(r.wait_ms, b.decision.wait_ms);
@@ -115,7 +115,6 @@ void count_message_result(const ratelimit::MessageResult& result, MessageSkip sk
   if (skip == MessageSkip::whitelisted_ip || skip == MessageSkip::whitelisted_rcpt) {
     ++stats.whitelisted;
   }
-  if (skip == MessageSkip::too_many_rcpts) ++stats.too_many_rcpts;
 }
 
 ratelimit::MessageResult run_message(BucketTable& table, const RatelimitRules& rules,

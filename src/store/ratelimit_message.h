@@ -43,7 +43,6 @@ struct RatelimitStats {
   uint64_t messages = 0;
   uint64_t limited = 0;
   uint64_t whitelisted = 0;
-  uint64_t too_many_rcpts = 0;
   uint64_t store_full = 0;  // messages let through because a bucket could not be stored
   uint64_t limited_by_family[kRateFamilies] = {};
   RatelimitStats& operator+=(const RatelimitStats& o);
@@ -73,7 +72,7 @@ void count_message_result(const ratelimit::MessageResult& result, MessageSkip sk
 // refusing ones; the mask of reservations still held after the phase.
 ratelimit::MessageResult combine_results(const MessageBuckets& buckets,
                                          const BucketResult* results, MessagePhase phase);
-// A skipped message's reply (whitelisted, too many recipients).
+// A skipped message's reply (whitelisted).
 ratelimit::MessageResult skipped_result(MessageSkip skip);
 
 void count_message(const ratelimit::MessageResult& result, const MessageBuckets& buckets,

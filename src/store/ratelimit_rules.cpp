@@ -209,15 +209,11 @@ void RatelimitRules::derive(const ratelimit::Envelope& e, MessageBuckets& out) c
     return;
   }
   const bool rspamd = config_.compat == RatelimitCompat::rspamd;
-  if (!rspamd && e.rcpt_count > config_.max_rcpts) {
-    out.skip = MessageSkip::too_many_rcpts;
-    return;
-  }
   char ip[64];
   const std::string_view ip_view(ip, ip_text(e.ip, ip));
   const bool bounce = e.has_sender && is_bounce(e.sender, config_);
   const double weight = std::max<double>(e.rcpt_count, 1);
-  const uint8_t rcpts = rspamd ? std::min<uint8_t>(e.n_rcpts, 1) : e.n_rcpts;
+  const uint8_t rcpts = std::min<uint8_t>(e.n_rcpts, rspamd ? 1 : uint8_t(config_.max_rcpts));
   for (uint8_t i = 0; i < rcpts; ++i) {
     for (RateFamily f : {RateFamily::to, RateFamily::to_ip, RateFamily::to_ip_from,
                          RateFamily::bounce_to, RateFamily::bounce_to_ip}) {

@@ -4,11 +4,12 @@
 // (`R:v1:v2...`, R = round(100000 / burst)), so keys and rspamd's hashed
 // names agree. Pure: no table, no clock, no allocation per message.
 //
-// shingled mode (the founding document): more than max_rcpts SMTP
-// recipients skips the limits; otherwise each listed recipient has its own
-// to / to_ip / to_ip_from / bounce_to / bounce_to_ip buckets charged 1.
-// compat = "rspamd": the first listed recipient only (the principal one),
-// every bucket charged the SMTP recipient count (at least 1).
+// compat = "rspamd" (default): the first listed recipient only (the
+// principal one), every bucket charged the SMTP recipient count (at least
+// 1). compat = "per_recipient": each of the first max_rcpts listed
+// recipients has its own to / to_ip / to_ip_from / bounce_to /
+// bounce_to_ip buckets charged 1; the others form none (rspamd 1.7.2's
+// max_rcpt). No message skips the limits for its recipient count.
 // In both, the `user` bucket is charged the recipient count (at least 1),
 // and two buckets with the same key (a recipient listed twice) merge into
 // one, their costs added.
@@ -34,7 +35,6 @@ enum class MessageSkip : uint8_t {
   none,
   whitelisted_ip,
   whitelisted_rcpt,  // any listed recipient, by local part or whole address
-  too_many_rcpts,    // shingled mode only
 };
 
 struct DerivedBucket {

@@ -34,12 +34,14 @@ struct RateBucket {
   double rate = 0;
 };
 
-// `compat = "shingled"` (default): the founding document's rule, each
-// recipient (up to max_rcpts) its own buckets charged 1, more recipients
-// than max_rcpts skip the limits. `compat = "rspamd"`: current rspamd's
-// rule, the first recipient only, every bucket charged the recipient count,
-// rspamd's bucket arithmetic exactly.
-enum class RatelimitCompat : uint8_t { shingled, rspamd };
+// `compat = "rspamd"` (default): current rspamd's rule, the principal
+// (first listed) recipient only, every bucket charged the SMTP recipient
+// count, rspamd's bucket arithmetic exactly. `compat = "per_recipient"`
+// (opt-in): rspamd 1.7.2 and earlier's rule, each of the first max_rcpts
+// listed recipients its own buckets charged 1, shingled's arithmetic. No
+// mode skips a message for its recipient count: a sixth recipient used to
+// lift every limit (the founding document's wording), which was a bypass.
+enum class RatelimitCompat : uint8_t { per_recipient, rspamd };
 
 struct RatelimitConfig {
   std::vector<RateBucket> rates[kRateFamilies];  // by family - 1; empty: off
@@ -48,7 +50,7 @@ struct RatelimitConfig {
   std::vector<std::string> bounce_senders = {"postmaster", "mailer-daemon", "",
                                              "null", "fetchmail-daemon", "mdaemon"};
   uint32_t max_rcpts = 5;
-  RatelimitCompat compat = RatelimitCompat::shingled;
+  RatelimitCompat compat = RatelimitCompat::rspamd;
   // How long an empty bucket is kept after its last touch when that
   // matters: compat mode ("new bucket" there means "not seen for
   // `expire`") and dynamic multipliers. rspamd's `expire`, 2 days.

@@ -52,16 +52,21 @@ bool read_string(const uint8_t* data, size_t len, size_t& at, std::string_view& 
   return true;
 }
 
+// A message's phase and outcome (kinds 1 and 3): the outcome only where it
+// moves the multipliers (one-shot, update).
+DecodeStatus check_phase(uint8_t phase, uint8_t outcome) {
+  if (phase < kOneShot || phase > kRelease) return DecodeStatus::bad_phase;
+  if (outcome > kSpam) return DecodeStatus::bad_outcome;
+  if (outcome != kUncertain && phase != kOneShot && phase != kUpdate) return DecodeStatus::bad_outcome;
+  return DecodeStatus::ok;
+}
+
 DecodeStatus decode_message(const uint8_t* data, size_t len, size_t& at, MessageItem& m) {
   if (len - at < kMessageFixedSize) return DecodeStatus::truncated;
   const uint8_t* p = data + at;
   m.phase = p[0];
-  if (m.phase < kOneShot || m.phase > kRelease) return DecodeStatus::bad_phase;
   m.outcome = p[1];
-  if (m.outcome > kSpam) return DecodeStatus::bad_outcome;
-  if (m.outcome != kUncertain && m.phase != kOneShot && m.phase != kUpdate) {
-    return DecodeStatus::bad_outcome;
-  }
+  if (const DecodeStatus s = check_phase(m.phase, m.outcome); s != DecodeStatus::ok) return s;
   Envelope& e = m.envelope;
   e.ip.family = p[2];
   if (e.ip.family != 0 && e.ip.family != 4 && e.ip.family != 6) return DecodeStatus::bad_ip_family;
@@ -108,6 +113,68 @@ DecodeStatus decode_bucket(const uint8_t* data, size_t len, size_t& at, BucketIt
   if (len - at < key_len) return DecodeStatus::truncated;
   b.key = std::string_view(reinterpret_cast<const char*>(data + at), key_len);
   at += key_len;
+  return DecodeStatus::ok;
+}
+
+// Factor bounds: those of the config's ratelimit block.
+bool factor_ok(double f) { return f > 0 && f <= 1000; }
+
+DecodeStatus decode_spec(const uint8_t* data, size_t len, size_t& at, BucketSpec& b) {
+  if (len - at < kBucketSpecFixedSize) return DecodeStatus::truncated;
+  const uint8_t* p = data + at;
+  const size_t key_len = p[0];
+  if (key_len == 0) return DecodeStatus::bad_key;
+  b.flags = p[1];
+  if ((b.flags & ~(kSpecDynamic | kSpecOwnFactors)) != 0) return DecodeStatus::bad_reserved;
+  if ((b.flags & kSpecOwnFactors) && !(b.flags & kSpecDynamic)) return DecodeStatus::bad_reserved;
+  b.cost = uint16_t(p[2] | p[3] << 8);
+  b.expire_seconds = load_le32(p + 4);
+  b.burst = load_le_f64(p + 8);
+  b.rate = load_le_f64(p + 16);
+  if (b.cost == 0 || b.expire_seconds > kMaxExpireSeconds ||
+      !(b.burst > 0 && b.burst <= kMaxBucketBurst) ||
+      !(b.rate >= 0 && b.rate <= kMaxBucketLeakPerSecond)) {
+    return DecodeStatus::bad_number;
+  }
+  at += kBucketSpecFixedSize;
+  if (len - at < key_len) return DecodeStatus::truncated;
+  b.key = std::string_view(reinterpret_cast<const char*>(data + at), key_len);
+  at += key_len;
+  if (b.flags & kSpecOwnFactors) {
+    if (len - at < kBucketFactorsSize) return DecodeStatus::truncated;
+    for (size_t i = 0; i < 6; ++i) {
+      b.factors[i] = load_le_f64(data + at + 8 * i);
+      if (!factor_ok(b.factors[i])) return DecodeStatus::bad_number;
+    }
+    at += kBucketFactorsSize;
+  }
+  return DecodeStatus::ok;
+}
+
+DecodeStatus decode_keyed_message(const uint8_t* data, size_t len, size_t& at,
+                                  KeyedMessageItem& m, Request& req) {
+  if (len - at < kKeyedMessageFixedSize) return DecodeStatus::truncated;
+  const uint8_t* p = data + at;
+  m.phase = p[0];
+  m.outcome = p[1];
+  if (const DecodeStatus s = check_phase(m.phase, m.outcome); s != DecodeStatus::ok) return s;
+  m.n = p[2];
+  if (m.n == 0 || m.n > kMaxBucketItems - req.n_specs) return DecodeStatus::bad_count;
+  if (!all_zero(p + 3, 5)) return DecodeStatus::bad_reserved;
+  m.reservation_mask = load_le64(p + 8);
+  if (m.reservation_mask != 0 && (m.phase == kOneShot || m.phase == kCheck)) {
+    return DecodeStatus::bad_mask;
+  }
+  if (m.n < 64 && (m.reservation_mask >> m.n) != 0) return DecodeStatus::bad_mask;
+  m.time_ms = int64_t(load_le64(p + 16));
+  if (m.time_ms < 0) return DecodeStatus::bad_number;
+  at += kKeyedMessageFixedSize;
+  m.first = req.n_specs;
+  for (uint8_t i = 0; i < m.n; ++i) {
+    const DecodeStatus s = decode_spec(data, len, at, req.specs[req.n_specs]);
+    if (s != DecodeStatus::ok) return s;
+    ++req.n_specs;
+  }
   return DecodeStatus::ok;
 }
 
@@ -168,6 +235,43 @@ bool encode_bucket(const BucketItem& b, uint8_t* out, size_t& at) {
   return true;
 }
 
+bool encode_keyed_message(const Request& req, const KeyedMessageItem& m, uint8_t* out, size_t& at) {
+  if (m.n == 0 || size_t(m.first) + m.n > req.n_specs || at + kKeyedMessageFixedSize > kMaxRequest) {
+    return false;
+  }
+  uint8_t* p = out + at;
+  std::memset(p, 0, kKeyedMessageFixedSize);
+  p[0] = m.phase;
+  p[1] = m.outcome;
+  p[2] = m.n;
+  store_le64(p + 8, m.reservation_mask);
+  store_le64(p + 16, uint64_t(m.time_ms));
+  at += kKeyedMessageFixedSize;
+  for (uint8_t i = 0; i < m.n; ++i) {
+    const BucketSpec& b = req.specs[m.first + i];
+    const size_t factors = (b.flags & kSpecOwnFactors) ? kBucketFactorsSize : 0;
+    if (b.key.empty() || b.key.size() > kMaxString ||
+        at + kBucketSpecFixedSize + b.key.size() + factors > kMaxRequest) {
+      return false;
+    }
+    p = out + at;
+    p[0] = uint8_t(b.key.size());
+    p[1] = b.flags;
+    p[2] = uint8_t(b.cost);
+    p[3] = uint8_t(b.cost >> 8);
+    store_le32(p + 4, b.expire_seconds);
+    store_le_f64(p + 8, b.burst);
+    store_le_f64(p + 16, b.rate);
+    std::memcpy(p + kBucketSpecFixedSize, b.key.data(), b.key.size());
+    at += kBucketSpecFixedSize + b.key.size();
+    for (size_t f = 0; f < factors / 8; ++f) store_le_f64(out + at + 8 * f, b.factors[f]);
+    at += factors;
+  }
+  return true;
+}
+
+size_t most_items(uint8_t kind) { return kind == kBucket ? kMaxBucketItems : kMaxMessages; }
+
 }  // namespace
 
 DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out) {
@@ -176,16 +280,22 @@ DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out) {
   if (std::memcmp(data, kMagic, 4) != 0) return DecodeStatus::bad_magic;
   if (data[4] != kVersion) return DecodeStatus::bad_version;
   out.kind = data[5];
-  if (out.kind != kMessage && out.kind != kBucket) return DecodeStatus::bad_kind;
+  if (out.kind != kMessage && out.kind != kBucket && out.kind != kKeyedMessage) {
+    return DecodeStatus::bad_kind;
+  }
   out.n = data[6];
-  const size_t most = out.kind == kMessage ? kMaxMessages : kMaxBucketItems;
-  if (out.n == 0 || out.n > most) return DecodeStatus::bad_count;
+  if (out.n == 0 || out.n > most_items(out.kind)) return DecodeStatus::bad_count;
   if (data[7] != 0) return DecodeStatus::bad_reserved;
   out.id = load_le64(data + 8);
+  out.n_specs = 0;
   size_t at = kHeaderSize;
   for (uint8_t i = 0; i < out.n; ++i) {
-    const DecodeStatus s = out.kind == kMessage ? decode_message(data, len, at, out.messages[i])
-                                                : decode_bucket(data, len, at, out.buckets[i]);
+    DecodeStatus s;
+    switch (out.kind) {
+      case kMessage: s = decode_message(data, len, at, out.messages[i]); break;
+      case kBucket: s = decode_bucket(data, len, at, out.buckets[i]); break;
+      default: s = decode_keyed_message(data, len, at, out.keyed[i], out); break;
+    }
     if (s != DecodeStatus::ok) return s;
   }
   if (at != len) return DecodeStatus::trailing_bytes;
@@ -193,13 +303,19 @@ DecodeStatus decode_request(const uint8_t* data, size_t len, Request& out) {
 }
 
 size_t encode_request(const Request& req, uint8_t* out) {
-  const size_t most = req.kind == kMessage ? kMaxMessages : kMaxBucketItems;
-  if ((req.kind != kMessage && req.kind != kBucket) || req.n == 0 || req.n > most) return 0;
+  if ((req.kind != kMessage && req.kind != kBucket && req.kind != kKeyedMessage) || req.n == 0 ||
+      req.n > most_items(req.kind) || req.n_specs > kMaxBucketItems) {
+    return 0;
+  }
   write_header(req.kind, req.n, 0, req.id, out);
   size_t at = kHeaderSize;
   for (uint8_t i = 0; i < req.n; ++i) {
-    const bool ok = req.kind == kMessage ? encode_message(req.messages[i], out, at)
-                                         : encode_bucket(req.buckets[i], out, at);
+    bool ok = false;
+    switch (req.kind) {
+      case kMessage: ok = encode_message(req.messages[i], out, at); break;
+      case kBucket: ok = encode_bucket(req.buckets[i], out, at); break;
+      default: ok = encode_keyed_message(req, req.keyed[i], out, at); break;
+    }
     if (!ok) return 0;
   }
   return at;
@@ -228,19 +344,34 @@ size_t encode_results(const Request& req, uint8_t kind, size_t item_size, const 
 
 }  // namespace
 
+namespace {
+
+// The 32 bytes kinds 1 and 3 share (kind 3 has no family: byte 2 stays 0).
+void write_message_result(const MessageResult& r, uint8_t kind, uint8_t* p) {
+  p[0] = r.verdict;
+  p[1] = r.flags;
+  if (kind == kMessage) p[2] = r.family;
+  p[3] = r.rcpt_index;
+  store_le32(p + 4, r.wait_ms);
+  store_le64(p + 8, r.reservation_mask);
+  store_le_f32(p + 16, r.level);
+  store_le_f32(p + 20, r.capacity);
+  store_le_f32(p + 24, r.score);
+  p[28] = r.buckets;
+}
+
+}  // namespace
+
 size_t encode_message_reply(const Request& req, const MessageResult* results, uint8_t* out) {
   return encode_results(req, kMessage, kMessageResultSize, results, out,
+                        [](const MessageResult& r, uint8_t* p) { write_message_result(r, kMessage, p); });
+}
+
+size_t encode_keyed_message_reply(const Request& req, const MessageResult* results, uint8_t* out) {
+  return encode_results(req, kKeyedMessage, kKeyedMessageResultSize, results, out,
                         [](const MessageResult& r, uint8_t* p) {
-                          p[0] = r.verdict;
-                          p[1] = r.flags;
-                          p[2] = r.family;
-                          p[3] = r.rcpt_index;
-                          store_le32(p + 4, r.wait_ms);
-                          store_le64(p + 8, r.reservation_mask);
-                          store_le_f32(p + 16, r.level);
-                          store_le_f32(p + 20, r.capacity);
-                          store_le_f32(p + 24, r.score);
-                          p[28] = r.buckets;
+                          write_message_result(r, kKeyedMessage, p);
+                          store_le64(p + 32, r.limited_mask);
                         });
 }
 
@@ -261,15 +392,16 @@ bool decode_reply(const uint8_t* data, size_t len, Reply& out) {
   out.n = data[6];
   out.status = data[7];
   out.id = load_le64(data + 8);
-  if (out.kind != kMessage && out.kind != kBucket) return false;
+  if (out.kind != kMessage && out.kind != kBucket && out.kind != kKeyedMessage) return false;
   if (out.status == kRefused) return len == kHeaderSize;
   if (out.status != kOk) return false;
-  const size_t most = out.kind == kMessage ? kMaxMessages : kMaxBucketItems;
-  const size_t item = out.kind == kMessage ? kMessageResultSize : kBucketResultSize;
-  if (out.n == 0 || out.n > most || len != kHeaderSize + out.n * item) return false;
+  const size_t item = out.kind == kMessage   ? kMessageResultSize
+                      : out.kind == kBucket ? kBucketResultSize
+                                            : kKeyedMessageResultSize;
+  if (out.n == 0 || out.n > most_items(out.kind) || len != kHeaderSize + out.n * item) return false;
   for (uint8_t i = 0; i < out.n; ++i) {
     const uint8_t* p = data + kHeaderSize + i * item;
-    if (out.kind == kMessage) {
+    if (out.kind != kBucket) {
       MessageResult& r = out.messages[i];
       r.verdict = p[0];
       r.flags = p[1];
@@ -281,6 +413,7 @@ bool decode_reply(const uint8_t* data, size_t len, Reply& out) {
       r.capacity = load_le_f32(p + 20);
       r.score = load_le_f32(p + 24);
       r.buckets = p[28];
+      r.limited_mask = out.kind == kKeyedMessage ? load_le64(p + 32) : 0;
     } else {
       BucketItemResult& r = out.buckets[i];
       r.status = p[0];

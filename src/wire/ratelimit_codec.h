@@ -43,12 +43,39 @@ struct BucketItem {
   std::string_view key;
 };
 
+// A bucket the client formed (kind 3).
+struct BucketSpec {
+  std::string_view key;
+  uint8_t flags = 0;  // kSpecDynamic, kSpecOwnFactors
+  uint16_t cost = 1;
+  uint32_t expire_seconds = 0;  // 0: the service's
+  double burst = 0;
+  double rate = 0;  // per second
+  // With kSpecOwnFactors: ham_rate, spam_rate, ham_burst, spam_burst,
+  // max_rate_mult, max_bucket_mult.
+  double factors[6] = {};
+};
+
+// A message with its buckets (kind 3): specs[first .. first + n) of the
+// request.
+struct KeyedMessageItem {
+  uint8_t phase = kOneShot;
+  uint8_t outcome = kUncertain;
+  uint64_t reservation_mask = 0;
+  int64_t time_ms = 0;  // 0: the server's clock
+  uint8_t first = 0;
+  uint8_t n = 0;
+};
+
 struct Request {
   uint8_t kind = kMessage;
   uint8_t n = 0;
   uint64_t id = 0;
   MessageItem messages[kMaxMessages];
   BucketItem buckets[kMaxBucketItems];
+  KeyedMessageItem keyed[kMaxMessages];
+  uint8_t n_specs = 0;  // over all keyed messages
+  BucketSpec specs[kMaxBucketItems];
 };
 
 enum class DecodeStatus : uint8_t {
@@ -67,7 +94,7 @@ enum class DecodeStatus : uint8_t {
   bad_mask,      // a reservation mask on one-shot or check
   bad_op,
   bad_key,       // empty key
-  bad_number,    // burst, leak or cost outside common/bucket_bounds.h (NaN, inf, <= 0 burst)
+  bad_number,    // burst, leak, cost, factor, expire or time out of bounds (NaN, inf, <= 0 burst)
   truncated,
   trailing_bytes,
 };
@@ -85,6 +112,7 @@ size_t encode_request(const Request& req, uint8_t* out);
 size_t encode_refused_reply(const Request& req, uint8_t* out);
 size_t encode_message_reply(const Request& req, const MessageResult* results, uint8_t* out);
 size_t encode_bucket_reply(const Request& req, const BucketItemResult* results, uint8_t* out);
+size_t encode_keyed_message_reply(const Request& req, const MessageResult* results, uint8_t* out);
 
 // Reply decoding for clients: false unless the reply is well formed and
 // its size matches its kind and count. `results` must hold kMaxBucketItems
@@ -94,7 +122,7 @@ struct Reply {
   uint8_t n = 0;
   uint8_t status = kOk;
   uint64_t id = 0;
-  MessageResult messages[kMaxMessages];
+  MessageResult messages[kMaxMessages];  // kinds 1 and 3
   BucketItemResult buckets[kMaxBucketItems];
 };
 bool decode_reply(const uint8_t* data, size_t len, Reply& out);

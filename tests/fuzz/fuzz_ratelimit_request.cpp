@@ -1,8 +1,9 @@
 // libFuzzer target: the rate-limit request decoder and, for whatever it
 // accepts, everything a worker would do with it: the reply cache, the
 // message rules and phases (shingled mode, then compat mode on another
-// table) or the bucket operations on a small table (so "full" and expiry
-// happen), and the reply encoder. An accepted request must re-encode to
+// table), the client-formed buckets of a keyed message (rspamd's
+// arithmetic, own dynamic factors) or the bucket operations on a small
+// table (so "full" and expiry happen), and the reply encoder. An accepted request must re-encode to
 // exactly its own bytes (the format has one spelling per request); a reply
 // must decode as well formed; nothing may crash or write past kMaxReply.
 #include <cstdint>
@@ -37,9 +38,9 @@ RatelimitConfig config(RatelimitCompat compat) {
 }
 
 struct World {
-  RatelimitRules shingled_rules{config(RatelimitCompat::shingled)};
+  RatelimitRules per_recipient_rules{config(RatelimitCompat::per_recipient)};
   RatelimitRules rspamd_rules{config(RatelimitCompat::rspamd)};
-  BucketTable shingled_table{shingled_rules.table_options(64)};
+  BucketTable shingled_table{per_recipient_rules.table_options(64)};
   BucketTable rspamd_table{rspamd_rules.table_options(64)};
   BucketKeySecret secret{};
   ReplyCache cache{16, ratelimit::kMaxReply, 5000};
@@ -89,13 +90,52 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint8_t i = 0; i < req.n; ++i) {
       const ratelimit::MessageItem& m = req.messages[i];
       const bool compat = (m.envelope.rcpt_count & 1) != 0;  // exercise both modes
-      const RatelimitRules& rules = compat ? w.rspamd_rules : w.shingled_rules;
+      const RatelimitRules& rules = compat ? w.rspamd_rules : w.per_recipient_rules;
       rules.derive(m.envelope, w.buckets);
       results[i] = run_message(compat ? w.rspamd_table : w.shingled_table, rules, w.secret,
                                w.buckets, MessagePhase(m.phase), m.reservation_mask,
                                MessageOutcome(m.outcome), now, w.results, w.stats);
     }
     len = ratelimit::encode_message_reply(req, results, reply);
+  } else if (req.kind == ratelimit::kKeyedMessage) {
+    // The client's buckets, rspamd's arithmetic, their own factors: the
+    // engine's first pass, verdict and second pass on one table.
+    ratelimit::MessageResult results[ratelimit::kMaxMessages];
+    for (uint8_t i = 0; i < req.n; ++i) {
+      const ratelimit::KeyedMessageItem& m = req.keyed[i];
+      const MessagePhase phase = MessagePhase(m.phase);
+      static DynamicFactors factors[kMaxMessageBuckets];
+      BucketCall calls[kMaxMessageBuckets];
+      BucketMeta meta[kMaxMessageBuckets];
+      for (uint8_t b = 0; b < m.n; ++b) {
+        const ratelimit::BucketSpec& spec = req.specs[m.first + b];
+        BucketCall& c = calls[b];
+        c.id = bucket_id(w.secret, spec.key.data(), spec.key.size());
+        c.params.burst = spec.burst;
+        c.params.rate_per_ms = spec.rate / 1000;
+        c.params.arithmetic = BucketArithmetic::rspamd;
+        c.params.expire_s = spec.expire_seconds;
+        if (spec.flags & ratelimit::kSpecDynamic) {
+          const double* f = spec.factors;
+          factors[b] = (spec.flags & ratelimit::kSpecOwnFactors)
+                           ? DynamicFactors{f[1], f[3], f[0], f[2], f[4], f[5]}
+                           : DynamicFactors{};
+          c.params.dynamic = &factors[b];
+        }
+        c.cost = spec.cost;
+        c.op = first_pass_op(phase, (m.reservation_mask >> b) & 1);
+        c.outcome = MessageOutcome(m.outcome);
+        meta[b] = BucketMeta{RateFamily(0), b};
+        w.results[b] = w.rspamd_table.apply(c, now);
+      }
+      results[i] = combine_bucket_results(meta, w.results, m.n, phase);
+      const bool limited = results[i].verdict == ratelimit::kLimit;
+      for (uint8_t b = 0; b < m.n; ++b) {
+        calls[b].op = second_pass_op(phase, limited, reserved_by(phase, w.results[b]));
+        if (calls[b].op != BucketOp::peek) w.rspamd_table.apply(calls[b], now);
+      }
+    }
+    len = ratelimit::encode_keyed_message_reply(req, results, reply);
   } else {
     ratelimit::BucketItemResult results[ratelimit::kMaxBucketItems];
     for (uint8_t i = 0; i < req.n; ++i) {

@@ -1,8 +1,43 @@
 # shellcheck shell=bash
 # The rspamd side of the rate-limit tests (rspamd_ratelimit_plugin_test.sh
-# against the fake service, rspamd_ratelimit_test.sh against shingled). Source
-# it; it only defines a function. Uses the caller's TMP (with TMP/tld.dat),
-# PLUGIN (contrib/rspamd/shingled_ratelimit.lua), ROOT_OPTS and PIDS.
+# against the fake service, rspamd_ratelimit_test.sh and
+# rspamd_ratelimit_rules_test.sh against shingled). Source it; it only
+# defines functions. Uses the caller's TMP (with TMP/tld.dat), PLUGIN
+# (contrib/rspamd/shingled_ratelimit.lua), ROOT_OPTS, PIDS and CHILD_PIDS.
+
+# rl_parse_args HELP-LINES "$@": the tests' options --build DIR, --keep,
+# --start-timeout SEC (-h prints lines HELP-LINES, e.g. 2,26, of the script);
+# sets build, KEEP and START_TIMEOUT.
+rl_parse_args() {
+    local help=$1; shift
+    build=build; KEEP=0; START_TIMEOUT=20
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --build) build=${2:?--build needs a directory}; shift 2 ;;
+            --keep) KEEP=1; shift ;;
+            --start-timeout) START_TIMEOUT=${2:?}; shift 2 ;;
+            -h|--help) sed -n "${help}p" "$0"; exit 0 ;;
+            *) echo "unknown argument: $1" >&2; exit 2 ;;
+        esac
+    done
+}
+
+# rl_cleanup: the EXIT trap. SIGTERM to PIDS, SIGKILL to whatever of PIDS
+# and CHILD_PIDS (rspamd's workers) is left after 5 s; TMP is removed
+# unless KEEP=1.
+rl_cleanup() {
+    local pid alive
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    for _ in $(seq 50); do
+        alive=0
+        for pid in "${PIDS[@]}" "${CHILD_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${PIDS[@]}" "${CHILD_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+    if [ "$KEEP" = 1 ]; then echo "kept temp dir: $TMP" >&2; else rm -rf "$TMP"; fi
+}
 
 # rl_rspamd_start NAME PORT SERVER PLUGIN-OPTIONS [EXTRA-UCL]: starts an
 # unmodified rspamd 3.4 in the background from TMP/rspamd-NAME/rspamd.conf, a

@@ -91,6 +91,7 @@ EOF
 start_rl_rspamd() {  # name port plugin-options extra-ucl
     local d="$TMP/rspamd-$1" port=$2 t0 pid
     rl_rspamd_start "$1" "$port" "127.0.0.1:$P_FAKE" "  timeout = 0.5s;
+  rules = \"shingled\";
   retransmits = 1;
 ${3:-}" "lua = \"$TMP/test_rules.lua\";
 ${4:-}"

@@ -34,16 +34,8 @@ REPO_DIR="$(cd "$SCRIPT_DIR/../.." && pwd)"
 # shellcheck source=tests/integration/lib_rl_rspamd.sh
 . "$SCRIPT_DIR/lib_rl_rspamd.sh"
 
-build=build; KEEP=0; START_TIMEOUT=20; RT=5
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --build) build=${2:?--build needs a directory}; shift 2 ;;
-        --keep) KEEP=1; shift ;;
-        --start-timeout) START_TIMEOUT=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-        *) echo "unknown argument: $1" >&2; exit 2 ;;
-    esac
-done
+RT=5
+rl_parse_args 2,26 "$@"
 shingled="$build/src/daemon/shingled"
 ctl="$build/tools/shinglectl"
 PLUGIN="$REPO_DIR/contrib/rspamd/shingled_ratelimit.lua"
@@ -75,20 +67,7 @@ T_START=$("$PYTHON" -c 'import time; print(time.time())')
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rspamd-rl-test.XXXXXX") || abort "setup" "mktemp failed"
 PIDS=()        # processes this script started
 CHILD_PIDS=()  # their direct children seen after start-up (rspamd's workers)
-cleanup() {
-    local pid alive
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-    for _ in $(seq 50); do
-        alive=0
-        for pid in "${PIDS[@]}" "${CHILD_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [ $alive = 0 ] && break
-        sleep 0.1
-    done
-    for pid in "${PIDS[@]}" "${CHILD_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-    if [ "$KEEP" = 1 ]; then echo "kept temp dir: $TMP" >&2; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
+trap rl_cleanup EXIT
 trap 'trap - INT TERM; fail interrupted "SIGINT before the end of the run"; finish; exit 130' INT
 trap 'trap - INT TERM; fail interrupted "SIGTERM before the end of the run"; finish; exit 143' TERM
 remember_children() {
@@ -241,8 +220,10 @@ wait_rl_rspamd() {
 # are ignored by the plugin. B: one-shot, allow_local = true: plain rspamc is
 # limited; its readiness scan goes to a whitelisted recipient.
 rl_rspamd_start A "$P_A" "127.0.0.1:$P_RL" '  timeout = 1s;
+  rules = "shingled";
   retransmits = 1;'
 rl_rspamd_start B "$P_B" "127.0.0.1:$P_RL" '  timeout = 1s;
+  rules = "shingled";
   retransmits = 1;
   flow = "one_shot";
   allow_local = true;'

@@ -263,6 +263,66 @@ TEST(BucketTable, random_traffic_matches_a_map_of_states) {
   }
 }
 
+// What a sync sees: a sink that keeps the latest report per bucket.
+struct RecordingSink : BucketChangeSink {
+  BucketChange slot;
+  std::vector<BucketChange> seen;
+  BucketChange& next_bucket() override { return slot; }
+  void commit_bucket() override { seen.push_back(slot); }
+  size_t report_all(BucketTable& t) {
+    seen.clear();
+    t.begin_report();
+    size_t n = 0;
+    while (!t.report_done()) n += t.report(*this, 2);  // small budgets: resumed across calls
+    return n;
+  }
+};
+
+// Persistence: changed buckets are reported once per sync as they are then;
+// a bucket stored at a sync and dropped later is reported as erased; one
+// that lives and dies between two syncs is never reported; restored buckets
+// come back as they were and count as stored.
+TEST(BucketTable, changes_are_reported_once_per_sync_and_drops_of_stored_buckets_as_erasures) {
+  BucketTable t({});
+  t.track_changes();
+  RecordingSink sink;
+  t.apply(call("a", BucketOp::check_and_update), 1000);
+  t.apply(call("b", BucketOp::check_and_update), 1000);
+  t.apply(call("a", BucketOp::check_and_update), 1001);
+  t.apply(call("c", BucketOp::peek), 1001);  // creates nothing
+  EXPECT_EQ(sink.report_all(t), 2u);
+  for (const BucketChange& c : sink.seen) {
+    EXPECT_FALSE(c.erase);
+    if (c.id == id_of("a")) {
+      EXPECT_DOUBLE_EQ(c.state.level, 2 - 0.001) << "as it is at the report";
+    }
+  }
+  EXPECT_EQ(sink.report_all(t), 0u) << "nothing changed since";
+  t.apply(call("a", BucketOp::reset), 1002);     // stored at the last sync: erase
+  t.apply(call("d", BucketOp::check_and_update), 1002);
+  t.apply(call("d", BucketOp::reset), 1002);     // born and gone between syncs: nothing
+  ASSERT_EQ(sink.report_all(t), 1u);
+  EXPECT_TRUE(sink.seen[0].erase);
+  EXPECT_EQ(sink.seen[0].id, id_of("a"));
+  // A drained bucket swept away after it was stored is erased too.
+  t.sweep(1 << 20, 1'000'000);
+  ASSERT_EQ(sink.report_all(t), 1u);
+  EXPECT_EQ(sink.seen[0].id, id_of("b"));
+  EXPECT_TRUE(sink.seen[0].erase);
+
+  BucketTable u({});
+  u.track_changes();
+  BucketState s = new_bucket(5000);
+  s.level = 2.5;
+  ASSERT_TRUE(u.restore(id_of("r"), s, 99'000));
+  EXPECT_FALSE(u.restore(id_of("r"), s, 99'000)) << "already here";
+  EXPECT_DOUBLE_EQ(u.find_state(id_of("r"))->level, 2.5);
+  EXPECT_FALSE(u.apply(call("r", BucketOp::check_and_update, 3, 0, 1), 5000).decision.allowed);
+  u.apply(call("r", BucketOp::reset), 5000);
+  ASSERT_EQ(sink.report_all(u), 1u);
+  EXPECT_TRUE(sink.seen[0].erase) << "a restored bucket has a record to delete";
+}
+
 TEST(BucketStore, keys_spread_over_shards_and_each_shard_holds_its_share) {
   BucketStoreOptions o;
   o.max_buckets = 6400;

@@ -545,7 +545,7 @@ TEST(ConfigRatelimit, defaults_limit_nothing_and_listen_on_loopback_11336) {
   EXPECT_EQ(cfg.ratelimit.whitelisted_rcpts, (std::vector<std::string>{"postmaster", "mailer-daemon"}));
   EXPECT_EQ(cfg.ratelimit.bounce_senders.size(), 6u);
   EXPECT_EQ(cfg.ratelimit.max_rcpts, 5u);
-  EXPECT_EQ(cfg.ratelimit.compat, RatelimitCompat::shingled);
+  EXPECT_EQ(cfg.ratelimit.compat, RatelimitCompat::rspamd);
   EXPECT_EQ(cfg.ratelimit.expire_seconds, 172'800u);
   EXPECT_FALSE(cfg.ratelimit.dynamic_rate_limit);
 }
@@ -567,7 +567,7 @@ TEST(ConfigRatelimit, every_rspamd_rates_form_is_read) {
       "  whitelisted_ip = [\"10.0.0.0/8\", \"2001:db8::/32\", \"192.0.2.1\"];\n"
       "  bounce_senders = [\"\", \"mailer-daemon\"];\n"
       "  max_rcpts = 3;\n"
-      "  compat = \"rspamd\";\n"
+      "  compat = \"per_recipient\";\n"
       "  expire = 1h;\n"
       "  reservation_lease = 30s;\n"
       "  dynamic_rate_limit = true;\n"
@@ -592,7 +592,7 @@ TEST(ConfigRatelimit, every_rspamd_rates_form_is_read) {
   EXPECT_EQ(r.whitelisted_ip.size(), 3u);
   EXPECT_EQ(r.bounce_senders, (std::vector<std::string>{"", "mailer-daemon"}));
   EXPECT_EQ(r.max_rcpts, 3u);
-  EXPECT_EQ(r.compat, RatelimitCompat::rspamd);
+  EXPECT_EQ(r.compat, RatelimitCompat::per_recipient);
   EXPECT_EQ(r.expire_seconds, 3600u);
   EXPECT_EQ(r.reservation_lease_seconds, 30u);
   EXPECT_TRUE(r.dynamic_rate_limit);
@@ -638,6 +638,9 @@ TEST(ConfigRatelimit, mistakes_stop_start_up_with_line_and_reason) {
                3, "bucket field 'symbol'");
   expect_error("ratelimit {\n  max_rcpts = 33;\n}\n", 2, "max_rcpts: must be 1..32");
   expect_error("ratelimit {\n  compat = \"redis\";\n}\n", 2, "compat: 'redis'");
+  // The old default skipped the limits past max_rcpts recipients: refused
+  // by name, never quietly reread as something else.
+  expect_error("ratelimit {\n  compat = \"shingled\";\n}\n", 2, "skip every limit");
   expect_error("ratelimit {\n  whitelisted_ip = \"10.0.0.1/8\";\n}\n", 2, "whitelisted_ip");
   expect_error("ratelimit {\n  whitelisted_rcpts = \"/etc/rcpts.map\";\n}\n", 2, "maps");
   expect_error("ratelimit {\n  symbol = \"RL\";\n}\n", 2, "unknown option 'symbol'");
@@ -645,7 +648,7 @@ TEST(ConfigRatelimit, mistakes_stop_start_up_with_line_and_reason) {
   expect_error("ratelimit {\n  expire = 0;\n}\n", 2, "expire: must be 1s..366d");
   expect_error("ratelimit = 5;\n", 1, "must be a block");
   expect_error(
-      "ratelimit {\n  max_rcpts = 20;\n  rates {\n    to = { bucket = [\"1 / 1m\", \"2 / 1m\"]; }\n"
+      "ratelimit {\n  max_rcpts = 20;  compat = \"per_recipient\";\n  rates {\n    to = { bucket = [\"1 / 1m\", \"2 / 1m\"]; }\n"
       "    to_ip = { bucket = [\"1 / 1m\", \"2 / 1m\"]; }\n  }\n}\n",
       1, "80 buckets per message");
   expect_error("ratelimit_bind_socket = \"127.0.0.1:11335\";\n", 1,

@@ -126,7 +126,7 @@ TEST(RatelimitCodec, every_malformation_has_its_reason) {
       {DecodeStatus::too_long, &bkt, [](auto& b) { b.resize(kMaxRequest + 1); }},
       {DecodeStatus::bad_magic, &msg, [](auto& b) { b[0] = 'x'; }},
       {DecodeStatus::bad_version, &msg, [](auto& b) { b[4] = 2; }},
-      {DecodeStatus::bad_kind, &msg, [](auto& b) { b[5] = 3; }},
+      {DecodeStatus::bad_kind, &msg, [](auto& b) { b[5] = 4; }},
       {DecodeStatus::bad_count, &msg, [](auto& b) { b[6] = 0; }},
       {DecodeStatus::bad_count, &msg, [](auto& b) { b[6] = kMaxMessages + 1; }},
       {DecodeStatus::bad_reserved, &msg, [](auto& b) { b[7] = 1; }},
@@ -247,6 +247,121 @@ TEST(RatelimitCodec, replies_carry_every_field) {
   EXPECT_EQ(encode_refused_reply(breq, out), kHeaderSize);
   ASSERT_TRUE(decode_reply(out, kHeaderSize, rep));
   EXPECT_EQ(rep.status, kRefused);
+}
+
+// Kind 3, a message with the buckets its client formed (the rspamd
+// plugin): two messages sharing the request's bucket specs, one bucket with
+// its own factors.
+Request sample_keyed() {
+  Request r;
+  r.kind = kKeyedMessage;
+  r.n = 2;
+  r.id = 42;
+  r.keyed[0] = KeyedMessageItem{kUpdate, kSpam, 0x3, 1'800'000'000'123, 0, 2};
+  r.keyed[1] = KeyedMessageItem{kCheck, kUncertain, 0, 0, 2, 1};
+  r.n_specs = 3;
+  r.specs[0].key = "33333:bob@rcpt.example";
+  r.specs[0].cost = 3;
+  r.specs[0].burst = 3;
+  r.specs[0].rate = 0.05;
+  r.specs[1].key = "RLe98f45rpuug7";
+  r.specs[1].flags = kSpecDynamic | kSpecOwnFactors;
+  r.specs[1].cost = 1;
+  r.specs[1].expire_seconds = 3600;
+  r.specs[1].burst = 100;
+  r.specs[1].rate = 1.5;
+  const double own[6] = {1.1, 0.9, 1.2, 0.8, 4, 8};
+  std::memcpy(r.specs[1].factors, own, sizeof own);
+  r.specs[2].key = "50000:authuser1";
+  r.specs[2].flags = kSpecDynamic;
+  r.specs[2].cost = 65535;
+  r.specs[2].burst = 2;
+  return r;
+}
+
+TEST(RatelimitCodec, keyed_messages_round_trip_with_their_bucket_specs) {
+  const std::vector<uint8_t> wire = encode(sample_keyed());
+  ASSERT_EQ(wire.size(), kHeaderSize + 2 * kKeyedMessageFixedSize + 3 * kBucketSpecFixedSize +
+                             22 + 14 + 15 + kBucketFactorsSize);
+  static Request d;
+  ASSERT_EQ(decode_request(wire.data(), wire.size(), d), DecodeStatus::ok);
+  EXPECT_EQ(d.kind, kKeyedMessage);
+  EXPECT_EQ(d.n_specs, 3);
+  EXPECT_EQ(d.keyed[0].time_ms, 1'800'000'000'123);
+  EXPECT_EQ(d.keyed[0].reservation_mask, 0x3u);
+  EXPECT_EQ(d.keyed[0].outcome, kSpam);
+  EXPECT_EQ(d.keyed[1].first, 2);
+  EXPECT_EQ(d.specs[0].key, "33333:bob@rcpt.example");
+  EXPECT_EQ(d.specs[0].cost, 3);
+  EXPECT_EQ(d.specs[1].expire_seconds, 3600u);
+  EXPECT_EQ(d.specs[1].factors[5], 8);
+  EXPECT_EQ(d.specs[2].cost, 65535);
+  EXPECT_EQ(encode(d), wire) << "byte for byte";
+}
+
+TEST(RatelimitCodec, keyed_message_malformations_have_their_reasons) {
+  const std::vector<uint8_t> base = encode(sample_keyed());
+  const size_t m0 = kHeaderSize, s0 = kHeaderSize + kKeyedMessageFixedSize;
+  const size_t s1 = s0 + kBucketSpecFixedSize + 22;  // the spec with its own factors
+  auto f64 = [](std::vector<uint8_t>& b, size_t at, double v) { std::memcpy(b.data() + at, &v, 8); };
+  struct Case {
+    DecodeStatus want;
+    std::function<void(std::vector<uint8_t>&)> change;
+  };
+  const Case cases[] = {
+      {DecodeStatus::bad_count, [](auto& b) { b[6] = kMaxMessages + 1; }},
+      {DecodeStatus::bad_count, [m0](auto& b) { b[m0 + 2] = 0; }},
+      {DecodeStatus::bad_count, [m0](auto& b) { b[m0 + 2] = kMaxBucketItems + 1; }},
+      {DecodeStatus::bad_reserved, [m0](auto& b) { b[m0 + 5] = 1; }},
+      {DecodeStatus::bad_phase, [m0](auto& b) { b[m0] = 0; }},
+      {DecodeStatus::bad_mask, [m0](auto& b) { b[m0 + 8] = 0x4; }},  // bit 2 of a 2-bucket message
+      {DecodeStatus::bad_number, [m0](auto& b) { b[m0 + 23] = 0x80; }},  // a negative time
+      {DecodeStatus::bad_key, [s0](auto& b) { b[s0] = 0; }},
+      {DecodeStatus::bad_reserved, [s0](auto& b) { b[s0 + 1] = 0x04; }},
+      {DecodeStatus::bad_reserved, [s1](auto& b) { b[s1 + 1] = kSpecOwnFactors; }},
+      {DecodeStatus::bad_number, [s0](auto& b) { b[s0 + 2] = 0; b[s0 + 3] = 0; }},  // cost 0
+      {DecodeStatus::bad_number, [s0](auto& b) { b[s0 + 4] = 0xff; b[s0 + 5] = 0xff; b[s0 + 6] = 0xff; b[s0 + 7] = 0xff; }},
+      {DecodeStatus::bad_number, [s0, f64](auto& b) { f64(b, s0 + 8, 0); }},
+      {DecodeStatus::bad_number, [s0, f64](auto& b) { f64(b, s0 + 8, INFINITY); }},
+      {DecodeStatus::bad_number, [s0, f64](auto& b) { f64(b, s0 + 16, NAN); }},
+      {DecodeStatus::bad_number, [s1, f64](auto& b) { f64(b, s1 + kBucketSpecFixedSize + 14, 0); }},
+      {DecodeStatus::bad_number, [s1, f64](auto& b) { f64(b, s1 + kBucketSpecFixedSize + 14 + 40, 1e300); }},
+      {DecodeStatus::truncated, [](auto& b) { b.pop_back(); }},
+      {DecodeStatus::trailing_bytes, [](auto& b) { b.push_back(0); }},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    std::vector<uint8_t> b = base;
+    cases[i].change(b);
+    static Request d;
+    EXPECT_EQ(decode_request(b.data(), b.size(), d), cases[i].want)
+        << "case " << i << ": " << decode_status_name(cases[i].want);
+  }
+}
+
+TEST(RatelimitCodec, keyed_message_replies_carry_the_limited_mask_and_deciding_index) {
+  Request req = sample_keyed();
+  MessageResult results[2];
+  results[0].verdict = kLimit;
+  results[0].rcpt_index = 1;
+  results[0].wait_ms = 1234;
+  results[0].level = 2.5f;
+  results[0].capacity = 3;
+  results[0].buckets = 2;
+  results[0].limited_mask = 0x2;
+  results[1].reservation_mask = 0x1;
+  uint8_t out[kMaxReply];
+  const size_t n = encode_keyed_message_reply(req, results, out);
+  ASSERT_EQ(n, kHeaderSize + 2 * kKeyedMessageResultSize);
+  EXPECT_EQ(out[kHeaderSize + 2], 0) << "no family";
+  static Reply r;
+  ASSERT_TRUE(decode_reply(out, n, r));
+  EXPECT_EQ(r.kind, kKeyedMessage);
+  EXPECT_EQ(r.messages[0].verdict, kLimit);
+  EXPECT_EQ(r.messages[0].rcpt_index, 1);
+  EXPECT_EQ(r.messages[0].wait_ms, 1234u);
+  EXPECT_EQ(r.messages[0].limited_mask, 0x2u);
+  EXPECT_EQ(r.messages[1].reservation_mask, 0x1u);
+  EXPECT_FALSE(decode_reply(out, n - 1, r));
 }
 
 }  // namespace

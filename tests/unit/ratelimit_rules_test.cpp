@@ -1,7 +1,8 @@
 // Message rules: the key strings and rspamd key names of the spec (§3.5)
 // for every family, lower-casing, bounces, whitelists (IPs and networks,
-// recipients), max_rcpts and per-recipient buckets in shingled mode, the
-// first-recipient rule and recipient weight in compat mode; then whole
+// recipients), max_rcpts and per-recipient buckets in per_recipient mode,
+// the first-recipient rule and recipient weight in rspamd mode (the
+// default; no recipient count lifts the limits); then whole
 // messages through their phases (one-shot, check / update / release) on a
 // table, the verdict's deciding bucket, wait and score, and the counters.
 #include <arpa/inet.h>
@@ -38,8 +39,11 @@ Envelope envelope(std::vector<std::string_view> rcpts, std::string_view ip = "19
   return e;
 }
 
+// per_recipient mode: each recipient its buckets, shingled's arithmetic
+// (most tests below look at one recipient's buckets among several).
 RatelimitConfig with_rate(RateFamily f, double burst, double rate = 1) {
   RatelimitConfig c;
+  c.compat = RatelimitCompat::per_recipient;
   c.rates[size_t(f) - 1].push_back(RateBucket{burst, rate});
   return c;
 }
@@ -164,7 +168,7 @@ TEST(RatelimitRules, whitelisted_recipients_and_ips_exempt_the_whole_message) {
   EXPECT_EQ(out.n, 1u);
 }
 
-TEST(RatelimitRules, shingled_mode_gives_each_recipient_its_buckets_up_to_max_rcpts) {
+TEST(RatelimitRules, per_recipient_mode_gives_the_first_max_rcpts_recipients_their_buckets) {
   RatelimitConfig c = with_rate(RateFamily::to, 3);
   c.rates[size_t(RateFamily::to_ip) - 1].push_back(RateBucket{30, 1});
   c.rates[size_t(RateFamily::user) - 1].push_back(RateBucket{20, 1});
@@ -179,9 +183,13 @@ TEST(RatelimitRules, shingled_mode_gives_each_recipient_its_buckets_up_to_max_rc
   EXPECT_EQ(out.items[10].family, RateFamily::user);
   EXPECT_EQ(out.items[10].cost, 5) << "the user sent five messages' worth";
   EXPECT_EQ(out.items[10].rcpt_index, ratelimit::kNoRecipient);
-  rules.derive(envelope({"a@r", "b@r", "c@r", "d@r", "e@r", "f@r"}), out);
-  EXPECT_EQ(out.skip, MessageSkip::too_many_rcpts);
-  EXPECT_EQ(out.n, 0u);
+  // More recipients than max_rcpts: the first five are limited (rspamd
+  // 1.7.2's max_rcpt), the sixth forms no bucket, nothing is skipped.
+  rules.derive(envelope({"a@r", "b@r", "c@r", "d@r", "e@r", "f@r"}, "198.51.100.7", "s@x", "u"), out);
+  EXPECT_EQ(out.skip, MessageSkip::none);
+  ASSERT_EQ(out.n, 11u);
+  EXPECT_EQ(out.items[9].rcpt_index, 4);
+  EXPECT_EQ(out.items[10].cost, 6) << "the user bucket is charged every recipient";
   // A recipient listed twice is one bucket charged twice.
   rules.derive(envelope({"a@r", "A@r"}, ""), out);
   ASSERT_EQ(out.n, 1u);
@@ -203,7 +211,9 @@ TEST(RatelimitRules, compat_mode_limits_the_first_recipient_by_the_recipient_cou
   EXPECT_EQ(out.n, 0u);
   EXPECT_EQ(rules.params(DerivedBucket{}).arithmetic, BucketArithmetic::rspamd);
   EXPECT_EQ(rules.table_options(10).idle_expire_ms, 172'800'000);
-  EXPECT_EQ(RatelimitRules(RatelimitConfig{}).table_options(10).idle_expire_ms, 0);
+  RatelimitConfig per_recipient;
+  per_recipient.compat = RatelimitCompat::per_recipient;
+  EXPECT_EQ(RatelimitRules(per_recipient).table_options(10).idle_expire_ms, 0);
 }
 
 TEST(RatelimitRules, several_buckets_of_a_family_have_their_own_keys) {
@@ -323,11 +333,30 @@ TEST(RatelimitMessage, skipped_messages_touch_nothing) {
   Harness h(with_rate(RateFamily::to, 1));
   EXPECT_EQ(h.run(envelope({"postmaster@r"}), MessagePhase::one_shot, 0).verdict,
             ratelimit::kWhitelisted);
-  EXPECT_EQ(h.run(envelope({"a@r", "b@r", "c@r", "d@r", "e@r", "f@r"}), MessagePhase::one_shot, 0).verdict,
-            ratelimit::kTooManyRcpts);
   EXPECT_EQ(h.table.live(), 0u);
   EXPECT_EQ(h.stats.whitelisted, 1u);
-  EXPECT_EQ(h.stats.too_many_rcpts, 1u);
+}
+
+// The old default let a message with a sixth recipient skip every limit.
+// Now the default is rspamd's rule: the principal recipient's buckets and
+// the user's, each charged the recipient count.
+TEST(RatelimitMessage, a_sixth_recipient_lifts_no_limit_by_default) {
+  RatelimitConfig c;
+  ASSERT_EQ(c.compat, RatelimitCompat::rspamd) << "the default";
+  c.rates[size_t(RateFamily::to) - 1].push_back(RateBucket{10, 0.001});
+  c.rates[size_t(RateFamily::user) - 1].push_back(RateBucket{8, 0.001});
+  Harness h(c);
+  const Envelope six = envelope({"a@r", "b@r", "c@r", "d@r", "e@r", "f@r"}, "198.51.100.7", "s@x", "u");
+  ratelimit::MessageResult r = h.run(six, MessagePhase::one_shot, 0);
+  EXPECT_EQ(r.verdict, ratelimit::kAccept) << "a new bucket admits any cost (rspamd)";
+  EXPECT_EQ(r.buckets, 2);
+  EXPECT_EQ(h.state("10000:a@r")->level, 6) << "the principal recipient, charged 6";
+  EXPECT_EQ(h.state("12500:u")->level, 6);
+  EXPECT_EQ(h.state("10000:b@r"), nullptr) << "the others form no bucket";
+  r = h.run(six, MessagePhase::one_shot, 10);
+  EXPECT_EQ(r.verdict, ratelimit::kLimit);
+  EXPECT_EQ(r.family, uint8_t(RateFamily::to));
+  EXPECT_EQ(h.stats.limited, 1u);
 }
 
 TEST(RatelimitMessage, phase_operations) {

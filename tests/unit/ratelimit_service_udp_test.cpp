@@ -237,6 +237,105 @@ TEST_F(RatelimitServiceUdp, check_reserves_update_commits_release_frees) {
   EXPECT_EQ(stat(&WorkerStats::ratelimit_limited), 1u);
 }
 
+// One message (kind 3) whose buckets the client formed, at the client's time.
+struct KeyedBucket {
+  std::string key;
+  double burst;
+  double rate;
+  uint16_t cost = 1;
+};
+ratelimit::Request keyed(uint64_t id, uint8_t phase, int64_t at_ms,
+                         const std::vector<KeyedBucket>& bs, uint64_t mask = 0) {
+  ratelimit::Request r;
+  r.kind = ratelimit::kKeyedMessage;
+  r.id = id;
+  r.n = 1;
+  r.keyed[0] = ratelimit::KeyedMessageItem{phase, ratelimit::kUncertain, mask, at_ms, 0,
+                                           uint8_t(bs.size())};
+  r.n_specs = uint8_t(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) {
+    r.specs[i].key = bs[i].key;
+    r.specs[i].burst = bs[i].burst;
+    r.specs[i].rate = bs[i].rate;
+    r.specs[i].cost = bs[i].cost;
+  }
+  return r;
+}
+
+int64_t unix_ms_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// Spec vector S1 (current rspamd, burst 3, 1 message per second, update
+// 50 ms after each accepted check) through the keyed-message flow at the
+// client's times: the same verdicts and levels as rspamd's scripts.
+TEST_F(RatelimitServiceUdp, keyed_messages_reproduce_vector_S1_at_the_clients_times) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  const int64_t base = unix_ms_now() - 60'000;  // within the skew the service accepts
+  const std::vector<KeyedBucket> bs = {{"33333:bob@rcpt.example", 3, 1}, {"RLother", 100, 1}};
+  const int64_t checks[] = {0, 200, 400, 600, 800, 2000};
+  const bool allowed[] = {true, true, true, false, false, true};
+  const float reported[] = {1, 1.85f, 2.7f, 2.55f, 2.35f, 2.15f};  // level + pending, or level when limited
+  uint64_t id = 1;
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(c.exchange(keyed(id++, ratelimit::kCheck, base + checks[i], bs), r)) << i;
+    const ratelimit::MessageResult& m = r.messages[0];
+    EXPECT_EQ(m.verdict == ratelimit::kAccept, allowed[i]) << i;
+    EXPECT_EQ(m.buckets, 2);
+    if (allowed[i]) {
+      EXPECT_EQ(m.reservation_mask, 0x3u) << i;
+      EXPECT_EQ(m.limited_mask, 0u);
+      ASSERT_TRUE(c.exchange(keyed(id++, ratelimit::kUpdate, base + checks[i] + 50, bs, m.reservation_mask), r));
+    } else {
+      EXPECT_EQ(m.limited_mask, 0x1u) << i;
+      EXPECT_EQ(m.rcpt_index, 0) << "the deciding bucket's index";
+      EXPECT_EQ(m.reservation_mask, 0u) << "a limited message holds nothing";
+      EXPECT_NEAR(m.level, reported[i], 1e-5) << i;
+    }
+    if (i > 0 && allowed[i]) {
+      EXPECT_NEAR(m.level, reported[i], 1e-5) << i;
+    }
+  }
+  // The same key through a bucket item (kind 2) is the same bucket.
+  ASSERT_TRUE(c.exchange(buckets(id++, ratelimit::kOpPeek, {"33333:bob@rcpt.example"}, 3, 0), r));
+  EXPECT_EQ(r.buckets[0].flags & ratelimit::kResultExisted, ratelimit::kResultExisted);
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_limited), 2u);
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_client_time_ignored), 0u);
+}
+
+// A client clock an hour off is not used (it would drain or freeze
+// buckets): the server's clock decides, and it is counted.
+TEST_F(RatelimitServiceUdp, a_client_time_far_from_the_servers_is_ignored) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  const std::vector<KeyedBucket> bs = {{"1:far", 1, 1}};
+  ASSERT_TRUE(c.exchange(keyed(1, ratelimit::kOneShot, unix_ms_now(), bs), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+  // An hour later by the client's clock would have drained it.
+  ASSERT_TRUE(c.exchange(keyed(2, ratelimit::kOneShot, unix_ms_now() + 3'600'000, bs), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit);
+  EXPECT_EQ(stat(&WorkerStats::ratelimit_client_time_ignored), 1u);
+}
+
+// rspamd's weight: a message to five recipients charges 5; skip_recipients
+// buckets are sent with cost 1; a new bucket admits any cost, an existing
+// empty one refuses a cost above its burst (rspamd's arithmetic, P15).
+TEST_F(RatelimitServiceUdp, keyed_message_costs_are_the_clients) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  const int64_t t = unix_ms_now();
+  ASSERT_TRUE(c.exchange(keyed(1, ratelimit::kOneShot, t, {{"k5", 3, 1000, 5}, {"k1", 3, 1000, 1}}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept) << "new buckets admit any cost";
+  ASSERT_TRUE(c.exchange(keyed(2, ratelimit::kOneShot, t + 100, {{"k5", 3, 1000, 5}, {"k1", 3, 1000, 1}}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit) << "drained, but 5 > burst 3";
+  EXPECT_EQ(r.messages[0].limited_mask, 0x1u);
+  ASSERT_TRUE(c.exchange(keyed(3, ratelimit::kOneShot, t + 100, {{"k1", 3, 1000, 1}}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept);
+}
+
 TEST_F(RatelimitServiceUdp, a_resend_is_answered_from_the_cache_and_not_applied_again) {
   RlClient c(port_);
   const std::vector<uint8_t> req = c.encode(buckets(77, ratelimit::kOpCheckAndUpdate, {"once"}, 5, 0));
