@@ -5,7 +5,10 @@
 // a message request in phase check, then, unless the verdict is limit, a
 // message request in phase update echoing the check's reservation mask.
 // With --one-shot, one datagram per message (phase one-shot) instead: not
-// the like-for-like figure, and labelled as such.
+// the like-for-like figure, and labelled as such. With --keyed, each
+// message goes as the plugin sends it by default (rules = "rspamd"): kind
+// 3, the three buckets formed on this side as rspamd forms them and named
+// as rspamd names its Redis keys (RL + hash), rspamd's arithmetic.
 //
 // The load is the Redis driver's (bench/redis_ratelimit_driver.cpp): C
 // "connections" (here UDP sockets, each with its own source port), each with
@@ -28,7 +31,7 @@
 //
 //   ratelimit_udp_driver --port P [--connections 4] [--depth 32]
 //       [--keys 1000000] [--zipf S] [--seconds 5] [--warmup 1]
-//       [--server-pid PID] [--one-shot] [--timeout-ms 500]
+//       [--server-pid PID] [--one-shot] [--keyed] [--timeout-ms 500]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -47,6 +50,7 @@
 #include "shingle_load/ratelimit_mix.h"
 #include "shingle_load/key_distribution.h"
 #include "shingle_load/process_cpu.h"
+#include "store/ratelimit_rules.h"
 #include "wire/ratelimit_codec.h"
 
 namespace {
@@ -60,6 +64,7 @@ struct Options {
   double zipf = 0, seconds = 5, warmup = 1;
   int server_pid = 0;
   bool one_shot = false;
+  bool keyed = false;
   unsigned timeout_ms = 500;
 };
 
@@ -75,6 +80,8 @@ struct Counters {
 // One message in flight.
 struct Slot {
   bench::MixMessage message;  // never moved: the envelope points into it
+  std::string names[bench::kMixBuckets];  // --keyed: the buckets' Redis names
+  RateBucket rates[bench::kMixBuckets];
   uint64_t id = 0;            // of the outstanding request; 0 = none
   uint8_t phase = ratelimit::kCheck;
   uint64_t mask = 0;
@@ -105,12 +112,32 @@ uint64_t make_id(unsigned conn, unsigned slot, uint64_t seq) {
 }
 
 ratelimit::Request scratch;  // ~13 KB: one, reused for every encoding
+bool keyed_requests = false;
 
 void prepare(Connection& c, unsigned conn, uint32_t s, uint8_t phase, uint64_t mask) {
   Slot& slot = c.slots[s];
   slot.phase = phase;
   slot.mask = mask;
   slot.id = make_id(conn, s, ++c.sequence);
+  if (keyed_requests) {  // what the plugin sends: kind 3, its buckets
+    scratch.kind = ratelimit::kKeyedMessage;
+    scratch.n = 1;
+    scratch.id = slot.id;
+    scratch.keyed[0] = ratelimit::KeyedMessageItem{phase, ratelimit::kUncertain, mask, 0, 0,
+                                                   uint8_t(bench::kMixBuckets)};
+    scratch.n_specs = uint8_t(bench::kMixBuckets);
+    for (unsigned b = 0; b < bench::kMixBuckets; ++b) {
+      ratelimit::BucketSpec& spec = scratch.specs[b];
+      spec = ratelimit::BucketSpec{};
+      spec.key = slot.names[b];
+      spec.cost = 1;
+      spec.burst = slot.rates[b].burst;
+      spec.rate = slot.rates[b].rate;
+    }
+    slot.len = ratelimit::encode_request(scratch, slot.datagram);
+    c.to_send.push_back(s);
+    return;
+  }
   scratch.kind = ratelimit::kMessage;
   scratch.n = 1;
   scratch.id = slot.id;
@@ -129,7 +156,17 @@ void prepare(Connection& c, unsigned conn, uint32_t s, uint8_t phase, uint64_t m
 
 void new_message(Connection& c, unsigned conn, uint32_t s, const load::KeyDistribution& dist,
                  bool one_shot) {
-  c.slots[s].message.set(dist.pick(c.rng));
+  Slot& slot = c.slots[s];
+  slot.message.set(dist.pick(c.rng));
+  if (keyed_requests) {  // the plugin's work: rspamd's key strings, hashed to Redis names
+    static const RatelimitRules rules(bench::ratelimit_mix_config());
+    static MessageBuckets derived;
+    rules.derive(slot.message.envelope, derived);
+    for (unsigned b = 0; b < bench::kMixBuckets && b < derived.n; ++b) {
+      slot.names[b] = rspamd_key_name(derived.items[b].key_view());
+      slot.rates[b] = derived.items[b].rate;
+    }
+  }
   prepare(c, conn, s, one_shot ? ratelimit::kOneShot : ratelimit::kCheck, 0);
 }
 
@@ -178,7 +215,8 @@ Snapshot snapshot(const Options& o, const Counters& c) {
 void usage() {
   fprintf(stderr,
           "usage: ratelimit_udp_driver --port P [--connections C] [--depth D] [--keys K] [--zipf S]\n"
-          "       [--seconds T] [--warmup T] [--server-pid PID] [--one-shot] [--timeout-ms MS]\n");
+          "       [--seconds T] [--warmup T] [--server-pid PID] [--one-shot] [--keyed]\n"
+          "       [--timeout-ms MS]\n");
   exit(2);
 }
 
@@ -188,6 +226,11 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--keyed") {
+      o.keyed = true;
+      keyed_requests = true;
+      continue;
+    }
     if (k == "--one-shot") {
       o.one_shot = true;
       continue;
@@ -307,7 +350,8 @@ int main(int argc, char** argv) {
             ++c.stale;  // the answer to a request already counted lost
             continue;
           }
-          if (reply.kind != ratelimit::kMessage || reply.n != 1 || reply.status != ratelimit::kOk) {
+          const uint8_t want_kind = o.keyed ? ratelimit::kKeyedMessage : ratelimit::kMessage;
+          if (reply.kind != want_kind || reply.n != 1 || reply.status != ratelimit::kOk) {
             wrong("kind, n or status", reply.id);
             continue;
           }
@@ -361,7 +405,8 @@ int main(int argc, char** argv) {
          (unsigned long long)o.keys, distribution,
          o.connections, o.depth, dt,
          o.one_shot ? "ONE-SHOT (one datagram a message; not like-for-like)"
-                    : "two-phase (check, then update with the mask)");
+                    : o.keyed ? "two-phase, keyed (kind 3: the plugin's buckets, as rules = rspamd sends them)"
+                              : "two-phase (check, then update with the mask)");
   printf("  messages %.0f/s, limited %.2f %%, datagrams %.0f/s (%.2f per decision)\n", messages / dt,
          messages > 0 ? 100.0 * double(b.c.limited - a.c.limited) / messages : 0.0, requests / dt,
          decisions > 0 ? requests / decisions : 0.0);

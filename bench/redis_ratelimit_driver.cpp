@@ -59,6 +59,7 @@ Snapshot snapshot(int redis_pid, const RedisLoadCounters& c) {
 [[noreturn]] void usage() {
   fprintf(stderr,
           "usage: redis_ratelimit_driver --port P --check-sha SHA --update-sha SHA [--pipelined]\n"
+          "       [--current-scripts]  (current rspamd's calling convention, else 3.4's)\n"
           "       [--connections C] [--depth D] [--keys K] [--zipf S] [--seconds T] [--warmup T]\n"
           "       [--redis-pid PID] [--expire SEC]\n"
           "  default shape: rspamd's pool, one command per connection at a time, C loops of D\n"
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--pipelined") {
       o.pipelined = true;
+      continue;
+    }
+    if (k == "--current-scripts") {
+      o.current_scripts = true;
       continue;
     }
     if (i + 1 >= argc) usage();

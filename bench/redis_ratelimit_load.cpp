@@ -36,6 +36,12 @@ void RedisCallMaker::next_message(std::vector<RedisBucket>& out) {
 }
 
 void RedisCallMaker::append_check(std::string& out, const RedisBucket& b, const std::string& now_ms) const {
+  if (options_.current_scripts) {  // KEYS: bucket, now, leak per ms, burst, expire, cost, dynamic, LFB set, its size
+    append_resp_command(out, {"EVALSHA", options_.check_sha, "9", b.name, now_ms,
+                              lua_number(b.rate_per_s / 1000.0), lua_number(b.burst), expire_, "1",
+                              "false", "RL_cache_prefix", "30"});
+    return;
+  }
   // KEYS[1] the bucket; ARGV: now (ms), leak per ms, burst, expire, cost 1.
   append_resp_command(out, {"EVALSHA", options_.check_sha, "6", b.name, now_ms,
                             lua_number(b.rate_per_s / 1000.0), lua_number(b.burst), expire_, "1"});
@@ -43,6 +49,11 @@ void RedisCallMaker::append_check(std::string& out, const RedisBucket& b, const 
 
 void RedisCallMaker::append_update(std::string& out, const RedisBucket& b, const std::string& now_ms) const {
   // An uncertain verdict: multipliers 1.0; max_rate_mult 5, max_bucket_mult 10.
+  if (options_.current_scripts) {  // the same in nine KEYS, then the cost and the dynamic flag
+    append_resp_command(out, {"EVALSHA", options_.update_sha, "9", b.name, now_ms, "1", "1", "5", "10",
+                              expire_, "1", "false"});
+    return;
+  }
   append_resp_command(out, {"EVALSHA", options_.update_sha, "8", b.name, now_ms, "1", "1", "5", "10",
                             expire_, "1"});
 }

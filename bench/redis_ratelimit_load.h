@@ -31,6 +31,10 @@ namespace shingled::bench {
 struct RedisLoadOptions {
   uint16_t port = 0;
   std::string check_sha, update_sha;
+  // The scripts' calling convention: 3.4's inline scripts (KEYS[1] and six
+  // or eight ARGV), or current rspamd's lualib/redis_scripts (everything in
+  // nine KEYS, pending capacity, the dynamic flag).
+  bool current_scripts = false;
   bool pipelined = false;
   unsigned connections = 4;  // threads (pool) or connections (pipelined), one loop each
   unsigned depth = 32;       // messages in flight per loop

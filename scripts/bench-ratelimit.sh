@@ -90,9 +90,19 @@ for name in ('bucket_check_script', 'bucket_update_script'):
     open('%s/%s.lua' % (sys.argv[2], name), 'w').write(m.group(1))
 PY
 version=$(rspamd --version 2>/dev/null | grep -o 'version [0-9.]*' || echo "version ?")
+# Current rspamd's scripts (lualib/redis_scripts, 3.6 and later: pending
+# capacity, nine KEYS) when an installed current rspamd has them:
+# RSPAMD_PREFIX's, else the system's. Read from there at run time.
+current_scripts=""
+for d in ${RSPAMD_PREFIX:+"$RSPAMD_PREFIX/share/rspamd/lualib/redis_scripts"} /usr/share/rspamd/lualib/redis_scripts; do
+  if [ -r "$d/ratelimit_check.lua" ] && [ -r "$d/ratelimit_update.lua" ]; then current_scripts=$d; break; fi
+done
 
-start_redis() {
-  local port
+start_redis() {  # [current]: load current rspamd's scripts instead of 3.4's
+  local port check_file="$tmp/bucket_check_script.lua" update_file="$tmp/bucket_update_script.lua"
+  if [ "${1:-}" = current ]; then
+    check_file="$current_scripts/ratelimit_check.lua"; update_file="$current_scripts/ratelimit_update.lua"
+  fi
   port=$((20000 + RANDOM % 20000))
   taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --dir "$tmp" --save '' --appendonly no \
     --io-threads 1 --daemonize no --logfile "$tmp/redis.log" &
@@ -103,8 +113,8 @@ start_redis() {
     sleep 0.05
   done
   redis_port=$port
-  check_sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$tmp/bucket_check_script.lua")
-  update_sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$tmp/bucket_update_script.lua")
+  check_sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$check_file")
+  update_sha=$(redis-cli -p "$port" -x SCRIPT LOAD <"$update_file")
   if [ ${#check_sha} != 40 ] || [ ${#update_sha} != 40 ]; then
     echo "SCRIPT LOAD failed: '$check_sha' '$update_sha'" >&2; exit 1
   fi
@@ -112,7 +122,21 @@ start_redis() {
 
 echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*') on CPU 0, rspamd $version ratelimit scripts; driver on CPU 1"
 echo "   $keys recipients, $connections connections x $depth messages in flight, ${warmup}s warm-up, ${seconds}s measured"
-declare -A redis_rate redis_pipelined_rate
+declare -A redis_rate redis_pipelined_rate redis_current_rate
+if [ -n "$current_scripts" ]; then
+  echo "   current rspamd's scripts from $current_scripts (pool shape, as rspamd calls them)"
+  for zipf in 0 1.1; do
+    start_redis current
+    out=$(taskset -c 1 build/bench/redis_ratelimit_driver --port "$redis_port" --current-scripts \
+      --check-sha "$check_sha" --update-sha "$update_sha" --connections "$connections" \
+      --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
+      --redis-pid "$redis_pid")
+    echo "$out" | sed 's/^redis:/redis (current scripts):/'
+    redis_current_rate[$zipf]=$(grep -o '[0-9]* decisions per redis-core-second' <<<"$out" | cut -d' ' -f1)
+    stop_redis
+  done
+fi
+echo "   rspamd $version's scripts (inline in its plugin)"
 for shape in pool pipelined; do
   for zipf in 0 1.1; do
     start_redis
@@ -173,17 +197,23 @@ CONF
 
 echo "== shingled $(git rev-parse --short HEAD 2>/dev/null || echo ?): workers = 1 on CPU 0; driver on CPU 1"
 echo "   same mix, $connections connections x $depth messages in flight, ${warmup}s warm-up, ${seconds}s measured"
-declare -A shingled_rate
-for zipf in 0 1.1; do
-  start_shingled
-  out=$(taskset -c 1 build/bench/ratelimit_udp_driver --port "$shingled_port" --connections "$connections" \
-    --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
-    --server-pid "$shingled_pid") || { echo "$out"; echo "ratelimit_udp_driver failed (wrong replies)" >&2; exit 1; }
-  echo "$out"
-  shingled_rate[$zipf]=$(grep -o '[0-9]* decisions per shingled-core-second' <<<"$out" | cut -d' ' -f1)
-  echo "  live buckets after the run: $(build/tools/shinglectl --socket "$tmp/ctl.sock" stats --json |
-    python3 -c "import json,sys; print(json.load(sys.stdin)['ratelimit']['live_buckets'])")"
-  stop_shingled
+declare -A shingled_rate shingled_keyed_rate
+# Envelope requests (kind 1, rules = "shingled"), then what the plugin
+# sends by default (kind 3, rules = "rspamd": the buckets formed and named
+# on the client side).
+for keyed in "" --keyed; do
+  for zipf in 0 1.1; do
+    start_shingled
+    out=$(taskset -c 1 build/bench/ratelimit_udp_driver --port "$shingled_port" --connections "$connections" \
+      --depth "$depth" --keys "$keys" --zipf "$zipf" --seconds "$seconds" --warmup "$warmup" \
+      --server-pid "$shingled_pid" $keyed) || { echo "$out"; echo "ratelimit_udp_driver failed (wrong replies)" >&2; exit 1; }
+    echo "$out"
+    rate=$(grep -o '[0-9]* decisions per shingled-core-second' <<<"$out" | cut -d' ' -f1)
+    if [ -z "$keyed" ]; then shingled_rate[$zipf]=$rate; else shingled_keyed_rate[$zipf]=$rate; fi
+    echo "  live buckets after the run: $(build/tools/shinglectl --socket "$tmp/ctl.sock" stats --json |
+      python3 -c "import json,sys; print(json.load(sys.stdin)['ratelimit']['live_buckets'])")"
+    stop_shingled
+  done
 done
 for zipf in 0 1.1; do
   start_shingled
@@ -195,12 +225,27 @@ done
 
 echo "== shingled / Redis, bucket decisions per server-core-second (two-phase; target >= 10x)"
 echo "   like for like: both as rspamd talks to them (plugin: a datagram per phase; Redis: its pool)"
+if [ -n "$current_scripts" ]; then
+  echo "   current rspamd: the plugin's default requests (kind 3) against current rspamd's scripts"
+  for zipf in 0 1.1; do
+    label=uniform; [ "$zipf" = 0 ] || label="zipf $zipf"
+    python3 - "$label" "${shingled_keyed_rate[$zipf]:-0}" "${redis_current_rate[$zipf]:-0}" <<'PY'
+import sys
+label, s, r = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+if r <= 0 or s <= 0:
+    print("  %-8s no figure (shingled %.0f, redis %.0f)" % (label, s, r)); sys.exit(0)
+print("  %-8s shingled %.0f / redis %.0f = %.1fx: target %s" % (label, s, r, s / r,
+      "met" if s / r >= 10 else "NOT met (%.0f %% short)" % (100 * (1 - s / r / 10))))
+PY
+  done
+fi
+echo "   rspamd $version: envelope requests (kind 1) against its scripts; kind 3 in brackets"
 for zipf in 0 1.1; do
   label=uniform; [ "$zipf" = 0 ] || label="zipf $zipf"
   python3 - "$label" "${shingled_rate[$zipf]:-0}" "${redis_rate[$zipf]:-0}" \
-    "${redis_pipelined_rate[$zipf]:-0}" <<'PY'
+    "${redis_pipelined_rate[$zipf]:-0}" "${shingled_keyed_rate[$zipf]:-0}" <<'PY'
 import sys
-label, s, r, rp = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+label, s, r, rp, k = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 if r <= 0 or s <= 0:
     print("  %-8s no figure (shingled %.0f, redis %.0f)" % (label, s, r)); sys.exit(0)
 ratio = s / r
@@ -208,5 +253,7 @@ print("  %-8s shingled %.0f / redis %.0f = %.1fx: target %s" % (label, s, r, rat
       "met" if ratio >= 10 else "NOT met (%.0f %% short)" % (100 * (1 - ratio / 10))))
 if rp > 0:
     print("  %-8s   (against pipelined Redis, %.0f: %.1fx; not how rspamd calls it)" % ("", rp, s / rp))
+if k > 0:
+    print("  %-8s   (kind 3, %.0f: %.1fx)" % ("", k, k / r))
 PY
 done
