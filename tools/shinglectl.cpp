@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/config_loader.h"
+#include "control_request.h"
 #include "shinglectl_counters.h"
 #include "shinglectl_ratelimit.h"
 #include "shinglectl_redis.h"
@@ -27,7 +28,7 @@ namespace {
 const char kUsage[] =
     "Usage: shinglectl [OPTIONS] COMMAND [ARGUMENTS]\n"
     "       shinglectl counters get|series|add [OPTIONS] COUNTER...\n"
-    "       shinglectl ratelimit check|peek|reset [OPTIONS]\n"
+    "       shinglectl ratelimit check|peek|reset|unblock|top [OPTIONS]\n"
     "\n"
     "The operator's tool for shingled. stats, ping and sync talk to a running daemon\n"
     "over its control socket; dump, import, import-rspamd and info work on the\n"
@@ -95,46 +96,10 @@ const char kUsage[] =
     "Exit status: 0 done; 1 failed (the message names the file and the reason);\n"
     "2 usage error.\n";
 
-// Sends one request line and reads the whole reply into `reply`. Returns the
-// exit status: 0, 1 when the daemon cannot be reached or answers "error:"
-// (said on stderr), 2 for an impossible socket path.
-int request(const std::string& socket_path, const std::string& line_in, std::string& reply) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof addr.sun_path) {
-    fprintf(stderr, "shinglectl: socket path too long: %s\n", socket_path.c_str());
-    return 2;
-  }
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    fprintf(stderr, "shinglectl: cannot reach shingled at %s: %s (is it running? see --socket)\n",
-            socket_path.c_str(), strerror(errno));
-    if (fd >= 0) close(fd);
-    return 1;
-  }
-  const std::string line = line_in + "\n";
-  if (write(fd, line.data(), line.size()) != ssize_t(line.size())) {
-    fprintf(stderr, "shinglectl: write to %s: %s\n", socket_path.c_str(), strerror(errno));
-    close(fd);
-    return 1;
-  }
-  reply.clear();
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) reply.append(buf, size_t(n));
-  close(fd);
-  if (reply.rfind("error:", 0) == 0) {
-    fprintf(stderr, "shinglectl: %s", reply.c_str());
-    return 1;
-  }
-  return 0;
-}
-
 // Asks and prints the reply.
 int ask(const std::string& socket_path, const std::string& line) {
   std::string reply;
-  const int rc = request(socket_path, line, reply);
+  const int rc = shingled::control_request(socket_path, line, reply);
   if (rc == 0) fwrite(reply.data(), 1, reply.size(), stdout);
   return rc;
 }
@@ -157,7 +122,7 @@ bool persistence_figure(const std::string& stats_json, const char* key, uint64_t
 // request is durable. Without --no-wait, polls the stats until then.
 int run_sync(const std::string& socket_path, bool wait, unsigned timeout_seconds) {
   std::string reply;
-  int rc = request(socket_path, "sync", reply);
+  int rc = shingled::control_request(socket_path, "sync", reply);
   if (rc != 0) return rc;
   uint64_t target = 0;
   if (sscanf(reply.c_str(), "sync %" SCNu64, &target) != 1) {
@@ -172,7 +137,7 @@ int run_sync(const std::string& socket_path, bool wait, unsigned timeout_seconds
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   uint64_t syncs = 0, failures = 0;
   for (;;) {
-    if ((rc = request(socket_path, "stats json", reply)) != 0) return rc;
+    if ((rc = shingled::control_request(socket_path, "stats json", reply)) != 0) return rc;
     if (!persistence_figure(reply, "syncs", syncs)) {
       fprintf(stderr, "shinglectl: %s reports no persistence.syncs\n", socket_path.c_str());
       return 1;
@@ -330,7 +295,7 @@ int main(int argc, char** argv) {
   if (command == "lookup") {
     if (arguments.empty()) return usage_error("lookup needs a digest: 128 hex digits");
     std::string reply;
-    const int rc = request(socket_path, std::string("lookup ") + (offline.json ? "json " : "") +
+    const int rc = shingled::control_request(socket_path, std::string("lookup ") + (offline.json ? "json " : "") +
                                             arguments[0], reply);
     if (rc != 0) return rc;
     fwrite(reply.data(), 1, reply.size(), stdout);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shingled/ratelimit_client.h"
+#include "shinglectl_ratelimit_admin.h"
 #include "store/ratelimit_rules.h"
 
 namespace shingled {
@@ -20,20 +21,26 @@ const char kRatelimitUsage[] =
     "                              now; its reservations are released at once, so nothing\n"
     "                              is counted\n"
     "  ratelimit peek KEY --burst N --leak R   how full one bucket is (changes nothing)\n"
-    "  ratelimit reset KEY         forget one bucket (it starts empty)\n"
+    "  ratelimit reset KEY         forget one bucket (it starts empty; dynamic multipliers too)\n"
+    "  ratelimit unblock KEY       empty one bucket (level 0; reservations and dynamic\n"
+    "                              multipliers kept), as rspamadm ratelimit unblock\n"
+    "  ratelimit unblock --last N  the same for the N buckets that refused last\n"
+    "  ratelimit top [-n N]        the buckets that refused messages lately, newest first\n"
+    "                              (default 30), with their level now (needs --socket)\n"
     "  KEY is the bucket's key string: for the rules' buckets, as rspamd forms it\n"
     "  (docs/ratelimit.md), e.g. \"1000:bob@example.net\" for `to` with burst 100.\n"
     "  With --rspamd-key, KEY is rspamd's key string and the bucket is its Redis\n"
     "  name (RL + hash, --prefix to change RL): the name the rspamd plugin sends\n"
     "  when it reads rspamd's own ratelimit rules.\n"
     "  Options: --server HOST:PORT, --json, --timeout MS (per attempt, default 1000),\n"
+    "  --socket PATH (top, unblock --last: the control socket, default data/shingled.sock),\n"
     "  --key PUBKEY (encrypt to the server's keypair, as rspamd's encryption_key).\n";
 
 namespace {
 
 using ratelimit::ClientOutcome;
 
-const char* const kVerdicts[] = {"accept", "limit", "whitelisted", "too-many-recipients"};
+const char* const kVerdicts[] = {"accept", "limit", "whitelisted", "?"};
 const char* const kFamilies[] = {"none", "to", "to_ip", "to_ip_from", "bounce_to", "bounce_to_ip",
                                  "user"};
 
@@ -84,13 +91,15 @@ void print_message(const ratelimit::MessageResult& r, bool json) {
 }  // namespace
 
 int run_ratelimit(int argc, char** argv) {
-  if (argc < 1) return usage("ratelimit needs check, peek or reset");
+  if (argc < 1) return usage("ratelimit needs check, peek, reset, unblock or top");
   const std::string sub = argv[0];
-  if (sub != "check" && sub != "peek" && sub != "reset") {
+  if (sub != "check" && sub != "peek" && sub != "reset" && sub != "unblock" && sub != "top") {
     return usage("unknown ratelimit command '" + sub + "'");
   }
   std::string server = "127.0.0.1:11336", error, key, pubkey, prefix = "RL";
+  std::string socket_path = "data/shingled.sock";
   bool rspamd_key = false;
+  double count = 0;  // top -n, unblock --last
   ratelimit::ClientMessage m;
   m.phase = ratelimit::kCheck;
   bool json = false, from_given = false;
@@ -99,7 +108,8 @@ int run_ratelimit(int argc, char** argv) {
     const std::string a = argv[i];
     const bool valued = a == "--server" || a == "--rcpt" || a == "--from" || a == "--ip" ||
                         a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout" ||
-                        a == "--key" || a == "--prefix";
+                        a == "--key" || a == "--prefix" || a == "--socket" || a == "-n" ||
+                        a == "--count" || a == "--last";
     if (valued && i + 1 >= argc) return usage(a + " needs a value");
     if (a == "--json") {
       json = true;
@@ -125,6 +135,11 @@ int run_ratelimit(int argc, char** argv) {
       if (a == "--user") m.user = v;
       if (a == "--key") pubkey = v;
       if (a == "--prefix") prefix = v;
+      if (a == "--socket") socket_path = v;
+      if ((a == "-n" || a == "--count" || a == "--last") &&
+          (!parse_number(v, count) || count < 1 || count > 1000 || count != double(int(count)))) {
+        return usage(a + ": a count of 1..1000, not '" + v + "'");
+      }
       if ((a == "--burst" && (!parse_number(v, burst) || burst <= 0)) ||
           (a == "--leak" && !parse_number(v, leak)) ||
           (a == "--timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
@@ -136,10 +151,16 @@ int run_ratelimit(int argc, char** argv) {
   if (sub == "check" && (m.rcpts.empty() || !key.empty())) {
     return usage("ratelimit check needs --rcpt (and takes no KEY)");
   }
-  if (sub != "check" && (key.empty() || !m.rcpts.empty())) {
+  const bool from_list = sub == "top" || (sub == "unblock" && count > 0);
+  if (from_list && (!key.empty() || !m.rcpts.empty())) {
+    return usage("ratelimit " + sub + (sub == "top" ? "" : " --last") + " takes no KEY");
+  }
+  if (!from_list && sub != "check" && (key.empty() || !m.rcpts.empty())) {
     return usage("ratelimit " + sub + " needs one KEY (and no message options)");
   }
-  if (rspamd_key && sub == "check") return usage("--rspamd-key names a bucket: peek or reset");
+  if (rspamd_key && (sub == "check" || from_list)) {
+    return usage("--rspamd-key names a bucket: peek, reset or unblock KEY");
+  }
   if (rspamd_key) key = rspamd_key_name(key, prefix);
   if (sub == "peek" && (burst < 0 || leak < 0)) {
     return usage("ratelimit peek needs the bucket's --burst and --leak (per second)");
@@ -149,6 +170,8 @@ int run_ratelimit(int argc, char** argv) {
   if (!client.connect(server, error)) return fail(sub.c_str(), ClientOutcome::failed, error);
   client.set_timeout_ms(unsigned(timeout_ms));
   if (!pubkey.empty() && !client.set_server_key(pubkey, error)) return usage("--key: " + error);
+  if (sub == "top") return ratelimit_top(socket_path, client, count > 0 ? size_t(count) : 30, json);
+  if (from_list) return ratelimit_unblock_last(socket_path, client, size_t(count), json);
   if (sub == "check") {
     ratelimit::MessageResult r;
     ClientOutcome o = client.message(m, r, error);
@@ -168,7 +191,7 @@ int run_ratelimit(int argc, char** argv) {
   b.key = key;
   b.burst = burst > 0 ? burst : 1;
   b.leak = leak >= 0 ? leak : 0;
-  b.op = sub == "peek" ? ratelimit::kOpPeek : ratelimit::kOpReset;
+  b.op = sub == "peek" ? ratelimit::kOpPeek : sub == "reset" ? ratelimit::kOpReset : ratelimit::kOpUnblock;
   std::vector<ratelimit::BucketItemResult> out;
   const ClientOutcome o = client.buckets({b}, out, error);
   if (o != ClientOutcome::ok) return fail(sub.c_str(), o, error);
@@ -179,6 +202,8 @@ int run_ratelimit(int argc, char** argv) {
            key.c_str(), existed ? "true" : "false", r.level, r.capacity, r.wait_ms);
   } else if (sub == "reset") {
     printf("%s: %s\n", key.c_str(), existed ? "reset" : "was not stored");
+  } else if (sub == "unblock") {
+    printf("%s: %s\n", key.c_str(), existed ? "unblocked (level 0)" : "was not stored");
   } else {
     printf("%s: %s level %.2f of %.2f\n", key.c_str(), existed ? "stored," : "not stored:", r.level,
            r.capacity);

@@ -1,6 +1,7 @@
-// `shinglectl ratelimit check|peek|reset`: the rate-limit service over UDP,
-// for operators: what the rules would decide for a sender now (without
-// counting it), how full one bucket is, and forgetting a bucket.
+// `shinglectl ratelimit check|peek|reset|unblock|top`: the rate-limit
+// service over UDP, for operators: what the rules would decide for a sender
+// now (without counting it), how full one bucket is, forgetting a bucket or
+// emptying it, and the buckets that refused lately (shinglectl_ratelimit_admin.h).
 #pragma once
 
 namespace shingled {

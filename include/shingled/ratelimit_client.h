@@ -50,7 +50,7 @@ struct ClientBucket {
   double burst = 1;  // capacity, > 0
   double leak = 0;   // per second, >= 0
   double cost = 1;
-  uint8_t op = kOpCheckAndUpdate;  // kOpCheck, kOpUpdate, kOpCheckAndUpdate, kOpPeek, kOpReset
+  uint8_t op = kOpCheckAndUpdate;  // kOpCheck, kOpUpdate, kOpCheckAndUpdate, kOpPeek, kOpReset, kOpUnblock
 };
 
 enum class ClientOutcome {

@@ -31,7 +31,9 @@
 //         r recipients: 1 length byte (1..255) + bytes each; the first is
 //         the principal recipient (put Deliver-To first when there is one)
 // Bucket item (kind 2), 32 bytes then the key:
-//   0  1  op: 1 check, 2 update, 3 check-and-update, 4 peek, 5 reset
+//   0  1  op: 1 check, 2 update, 3 check-and-update, 4 peek, 5 reset,
+//         6 unblock (level to 0; reservations and multipliers kept, as
+//         rspamadm ratelimit unblock does)
 //   1  1  K: key length (1..255)
 //   2  6  reserved, 0
 //   8  8  burst (f64, > 0)
@@ -141,6 +143,7 @@ enum BucketOpCode : uint8_t {
   kOpCheckAndUpdate = 3,
   kOpPeek = 4,
   kOpReset = 5,
+  kOpUnblock = 6,
 };
 enum Verdict : uint8_t { kAccept = 0, kLimit = 1, kWhitelisted = 2 };
 enum BucketStatus : uint8_t { kAllowed = 0, kLimited = 1, kNotStored = 2 };

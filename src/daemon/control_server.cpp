@@ -122,6 +122,9 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
   }
   if (request == "stats table") return render_stats_table(engine_, persister_, uptime, &history_);
   if (request.rfind("lookup ", 0) == 0) return lookup(request.substr(7));
+  if (request == "ratelimit limited" || request.rfind("ratelimit limited ", 0) == 0) {
+    return limited_buckets(request.size() > 18 ? request.substr(18) : "");
+  }
   if (request == "ping") return "pong\n";
   if (request == "sync") {
     if (!may_change_state(c)) return "error: sync is for root and the daemon's own user or group\n";
@@ -130,7 +133,7 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
     return "sync " + std::to_string(persister_->request_sync()) + "\n";
   }
   return "error: unknown request '" + request +
-         "' (known: stats json, stats table, ping, sync, lookup [json] DIGEST)\n";
+         "' (known: stats json, stats table, ping, sync, lookup [json] DIGEST, ratelimit limited [N])\n";
 }
 
 namespace {
@@ -145,6 +148,53 @@ std::string utc_text(uint32_t unix_seconds) {
 }
 
 }  // namespace
+
+namespace {
+
+// A JSON string of arbitrary bytes (bucket keys are whatever clients sent).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c >= 0x7f) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+// One JSON object per line, newest first: the buckets that refused lately.
+std::string ControlServer::limited_buckets(const std::string& args) const {
+  size_t most = 30;
+  if (!args.empty()) {
+    char* end = nullptr;
+    const unsigned long n = strtoul(args.c_str(), &end, 10);
+    if (*end != '\0' || n == 0 || n > 1000) return "error: ratelimit limited takes a count of 1..1000\n";
+    most = n;
+  }
+  const RatelimitService* service = engine_.ratelimit_service();
+  if (service == nullptr) return "error: the rate-limit service is off\n";
+  std::string out;
+  for (const LimitedBucket& b : service->limited().newest(most)) {
+    char numbers[256];
+    snprintf(numbers, sizeof numbers,
+             ",\"burst\":%.17g,\"rate\":%.17g,\"last_ms\":%lld,\"refusals\":%llu,\"level\":%.6g,"
+             "\"capacity\":%.6g}\n",
+             b.burst, b.rate, static_cast<long long>(b.last_ms),
+             static_cast<unsigned long long>(b.refusals), double(b.level), double(b.capacity));
+    out += "{\"key\":" + json_string(b.key) + numbers;
+  }
+  return out.empty() ? "none\n" : out;
+}
 
 std::string ControlServer::lookup(const std::string& args) const {
   const bool json = args.rfind("json ", 0) == 0;

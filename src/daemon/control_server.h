@@ -66,6 +66,7 @@ class ControlServer {
   bool step(Connection& c);
   std::string answer(const std::string& request, const Connection& c) const;
   // "lookup [json] <128 hex digits>": the stored record of a digest.
+  std::string limited_buckets(const std::string& args) const;
   std::string lookup(const std::string& args) const;
   bool may_change_state(const Connection& c) const;
 

@@ -110,6 +110,7 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   pc.n = request_.n;
   pc.id = request_.id;
   pc.seal = seal;
+  pc.raw.assign(data, data + len);
   build_calls(pc);
   scratch_calls_.clear();
   for (size_t i = 0; i < pc.calls.size(); ++i) scratch_calls_.push_back(uint16_t(i));
@@ -250,7 +251,15 @@ void RatelimitHandler::deliver(uint16_t slot, uint16_t index, const BucketResult
 void RatelimitHandler::finish(uint16_t slot, bool lost) {
   (void)lost;
   Pending& pc = pending_[slot];
-  if (pc.kind != ratelimit::kBucket) second_pass(slot);
+  if (pc.kind != ratelimit::kBucket) {
+    second_pass(slot);
+  } else {
+    for (uint8_t i = 0; i < pc.n; ++i) {
+      const Call& c = pc.calls[i];
+      const bool decided = c.call.op == BucketOp::check || c.call.op == BucketOp::check_and_update;
+      if (decided && !c.result.decision.allowed && !c.result.full) note_limited(pc, i);
+    }
+  }
   uint8_t reply[kReplyBuffer];
   const size_t len = link_.sealer.finish_reply(pc.seal, link_.ctx, reply,
                                                encode(pc, reply + Sealer::body_offset(pc.seal)));
@@ -288,6 +297,7 @@ void RatelimitHandler::second_pass(uint16_t slot) {
     r = combine_bucket_results(meta, results, n, pc.phase[m]);
     count_message_result(r, MessageSkip::none, pc.phase[m], counted);
     const bool limited = r.verdict == ratelimit::kLimit;
+    if (limited) note_limited(pc, m);
     for (size_t i = 0; i < n; ++i) {
       const BucketOp op = second_pass_op(pc.phase[m], limited, reserved_by(pc.phase[m], results[i]));
       if (op == BucketOp::peek) continue;
@@ -306,6 +316,39 @@ void RatelimitHandler::second_pass(uint16_t slot) {
   stats_.ratelimit_store_full.add(counted.store_full);
   for (size_t f = 0; f < kRateFamilies; ++f) {
     if (counted.limited_by_family[f] != 0) stats_.ratelimit_limited_by[f].add(counted.limited_by_family[f]);
+  }
+}
+
+// Keys are not kept per call (that would cost every request); the request's
+// copy is decoded again, which only a refusal pays for.
+void RatelimitHandler::note_limited(Pending& pc, uint8_t item) {
+  if (ratelimit::decode_request(pc.raw.data(), pc.raw.size(), recheck_) != ratelimit::DecodeStatus::ok) {
+    return;
+  }
+  LimitedLog& log = service_.limited();
+  auto note = [&](const Call& c, std::string_view key, double burst, double rate) {
+    const BucketDecision& d = c.result.decision;
+    log.add(link_.self, key, burst, rate, c.call.at_ms != 0 ? c.call.at_ms : now_ms_,
+            float(d.level + d.pending), float(d.capacity));
+  };
+  if (pc.kind == ratelimit::kBucket) {
+    const ratelimit::BucketItem& b = recheck_.buckets[item];
+    note(pc.calls[item], b.key, b.burst, b.leak);
+    return;
+  }
+  const size_t from = pc.first_call[item], n = pc.first_call[item + 1] - from;
+  if (pc.kind == ratelimit::kKeyedMessage) {
+    const ratelimit::KeyedMessageItem& m = recheck_.keyed[item];
+    for (size_t i = 0; i < n && i < m.n; ++i) {
+      const ratelimit::BucketSpec& spec = recheck_.specs[m.first + i];
+      if (!pc.calls[from + i].result.decision.allowed) note(pc.calls[from + i], spec.key, spec.burst, spec.rate);
+    }
+    return;
+  }
+  service_.rules().derive(recheck_.messages[item].envelope, buckets_);
+  for (size_t i = 0; i < n && i < buckets_.n; ++i) {
+    const DerivedBucket& d = buckets_.items[i];
+    if (!pc.calls[from + i].result.decision.allowed) note(pc.calls[from + i], d.key_view(), d.rate.burst, d.rate.rate);
   }
 }
 

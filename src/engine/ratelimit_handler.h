@@ -80,6 +80,7 @@ class RatelimitHandler final : public ServiceHandler {
     MessageSkip skip[ratelimit::kMaxMessages] = {};
     uint16_t first_call[ratelimit::kMaxMessages + 1] = {};
     std::vector<Call> calls;  // grows to the largest request seen, then reused
+    std::vector<uint8_t> raw;  // the (opened) request: its keys, should a bucket refuse
   };
 
   static bool changes_state(const ratelimit::Request& r);
@@ -90,6 +91,8 @@ class RatelimitHandler final : public ServiceHandler {
   void route(Pending& pc, const std::vector<uint16_t>& which, bool answer);
   BucketResult apply(const BucketCall& call);
   void second_pass(uint16_t slot);
+  // The refusing buckets of item `item` into the service's LimitedLog.
+  void note_limited(Pending& pc, uint8_t item);
   size_t encode(Pending& pc, uint8_t* reply);
   unsigned owner_of(const BucketId& id) const {
     return link_.shards.owner_of(service_.store().shard_of(id));
@@ -109,6 +112,7 @@ class RatelimitHandler final : public ServiceHandler {
   uint8_t plain_[ratelimit::kMaxRequest];  // an opened encrypted request
   ratelimit::Request request_;           // decoding scratch (~13 KB)
   ratelimit::Request header_;            // the reply's header fields (kind, n, id)
+  ratelimit::Request recheck_;           // note_limited(): a request decoded again
   ratelimit::MessageResult message_results_[ratelimit::kMaxMessages];
   MessageBuckets buckets_;               // derivation scratch (~40 KB)
   OwnedShardCursor sweep_;

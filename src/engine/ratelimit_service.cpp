@@ -60,6 +60,7 @@ BucketOp RatelimitService::item_op(uint8_t wire_op) {
     case ratelimit::kOpUpdate: return BucketOp::update;
     case ratelimit::kOpPeek: return BucketOp::peek;
     case ratelimit::kOpReset: return BucketOp::reset;
+    case ratelimit::kOpUnblock: return BucketOp::unblock;
     default: return BucketOp::check_and_update;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "access/access_lists.h"
 #include "config/config.h"
+#include "engine/limited_log.h"
 #include "store/bucket_store.h"
 #include "store/dynamic_factor_registry.h"
 #include "store/ratelimit_message.h"
@@ -48,11 +49,16 @@ class RatelimitService {
   // (the config's factors are used).
   BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped);
 
+  // The buckets that refused lately (shinglectl ratelimit top).
+  LimitedLog& limited() { return limited_; }
+  const LimitedLog& limited() const { return limited_; }
+
  private:
   BucketStore& store_;
   RatelimitRules rules_;
   DynamicFactors config_factors_;
   DynamicFactorRegistry factor_sets_;
+  LimitedLog limited_;
   std::unique_ptr<const AccessLists> inline_lists_;
 };
 

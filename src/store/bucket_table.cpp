@@ -222,6 +222,18 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
     r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
     return r;
   }
+  if (call.op == BucketOp::unblock) {
+    if (!r.existed) {
+      r.decision = bucket_peek(new_bucket(now_ms), p, call.cost, now_ms, true);
+      return r;
+    }
+    slots_[pos].state.level = 0;
+    set_drop_time(slots_[pos], p, now_ms);
+    mark_dirty(pos);
+    ++stats_.resets;
+    r.decision = bucket_peek(slots_[pos].state, p, call.cost, now_ms, false);
+    return r;
+  }
   if (pos == SIZE_MAX && stores) {
     pos = insert(call.id, now_ms, r.evicted);
     if (pos == SIZE_MAX) {
@@ -269,6 +281,7 @@ BucketResult BucketTable::apply(const BucketCall& call, int64_t now_ms) {
         r.decision = bucket_release(s, p, call.cost, now_ms);
         break;
       case BucketOp::reset:
+      case BucketOp::unblock:
         break;
     }
     if (call.op != BucketOp::peek) {

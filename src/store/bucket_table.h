@@ -69,6 +69,7 @@ enum class BucketOp : uint8_t {
   reserve = 6,           // check, and hold the cost as pending if it fits
   commit = 7,            // move a reserved cost to the level (update phase)
   release = 8,           // drop a reserved cost (message not counted)
+  unblock = 9,           // level to 0, reservations and multipliers kept (rspamadm's unblock)
 };
 
 struct BucketCall {

@@ -97,7 +97,7 @@ DecodeStatus decode_bucket(const uint8_t* data, size_t len, size_t& at, BucketIt
   if (len - at < kBucketFixedSize) return DecodeStatus::truncated;
   const uint8_t* p = data + at;
   b.op = p[0];
-  if (b.op < kOpCheck || b.op > kOpReset) return DecodeStatus::bad_op;
+  if (b.op < kOpCheck || b.op > kOpUnblock) return DecodeStatus::bad_op;
   const size_t key_len = p[1];
   if (key_len == 0) return DecodeStatus::bad_key;
   if (!all_zero(p + 2, 6)) return DecodeStatus::bad_reserved;

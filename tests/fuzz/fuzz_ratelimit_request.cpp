@@ -60,6 +60,7 @@ BucketOp op_of(uint8_t code) {
     case ratelimit::kOpUpdate: return BucketOp::update;
     case ratelimit::kOpPeek: return BucketOp::peek;
     case ratelimit::kOpReset: return BucketOp::reset;
+    case ratelimit::kOpUnblock: return BucketOp::unblock;
     default: return BucketOp::check_and_update;
   }
 }

@@ -286,6 +286,24 @@ n_pass_then_limit from_family_after_restart 5 'Ratelimit "from" exceeded' \
     '-F g@sender.example --ip "127.0.0.6$i" -r "rg$i@rcpt.example"'
 restart_check limits_kept_across_kill_9 KILL g@sender.example
 
+# ---------------------------------------------------------------- top and unblock
+echo "== shinglectl ratelimit top / unblock (g@sender.example was just refused)"
+g_name=$("$ctl" ratelimit peek "20000:g@sender.example" --rspamd-key --burst 5 --leak 0 \
+    --server "127.0.0.1:$P_RL" --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+top=$("$ctl" ratelimit top --json --socket "$S/ctl.sock" --server "127.0.0.1:$P_RL" 2>&1)
+if grep -q "\"key\":\"$g_name\",\"burst\":5," <<<"$top"; then
+    pass "top_lists_the_refusing_bucket ($g_name, from(20000:g@sender.example))"
+else
+    fail top_lists_the_refusing_bucket "expected $g_name in: $(head -c 400 <<<"$top")"
+fi
+"$ctl" ratelimit unblock "20000:g@sender.example" --rspamd-key --server "127.0.0.1:$P_RL" >"$TMP/unblock.out" 2>&1
+scan -F g@sender.example --ip 127.0.0.35 -r after-unblock@rcpt.example
+if grep -q "unblocked" "$TMP/unblock.out" && [ "$ACTION" = "no action" ]; then
+    pass "unblock_lets_the_next_mail_through ($(cat "$TMP/unblock.out"); $(shown))"
+else
+    fail unblock_lets_the_next_mail_through "unblock said '$(cat "$TMP/unblock.out")'; then $(shown)"
+fi
+
 # ---------------------------------------------------------------- hygiene
 errs=$(grep -c 'letting the message pass\|no shingled server available' "$TMP/rspamd-A/rspamd.log")
 # the two restarts may cost a timeout each while shingled is down

@@ -223,11 +223,11 @@ TEST(BucketTable, random_traffic_matches_a_map_of_states) {
   int64_t now = 0;
   const BucketOp ops[] = {BucketOp::check, BucketOp::update, BucketOp::check_and_update,
                           BucketOp::peek, BucketOp::reset, BucketOp::reserve,
-                          BucketOp::commit, BucketOp::release};
+                          BucketOp::commit, BucketOp::release, BucketOp::unblock};
   for (int i = 0; i < 50'000; ++i) {
     now += int64_t(rng() % 50);
     const std::string key = "key" + std::to_string(rng() % 150);
-    BucketCall c = call(key, ops[rng() % 8], 4, 0.002, double(1 + rng() % 2));
+    BucketCall c = call(key, ops[rng() % std::size(ops)], 4, 0.002, double(1 + rng() % 2));
     c.params.pending_lease_ms = 5000;
     auto it = model.find(key);
     if (it != model.end() && now >= bucket_empty_at(it->second, c.params)) {
@@ -251,11 +251,16 @@ TEST(BucketTable, random_traffic_matches_a_map_of_states) {
       case BucketOp::release: want = bucket_release(s, c.params, c.cost, now); break;
       case BucketOp::peek: want = bucket_peek(s, c.params, c.cost, now, !present); break;
       case BucketOp::reset: break;
+      case BucketOp::unblock:
+        if (present) s.level = 0;
+        want = bucket_peek(s, c.params, c.cost, now, !present);
+        break;
     }
     ASSERT_EQ(r.decision.allowed, want.allowed) << "step " << i;
     ASSERT_EQ(r.decision.level, want.level) << "step " << i;
     const bool keeps = c.op != BucketOp::reset && c.op != BucketOp::peek &&
-                       (present || (c.op != BucketOp::check && c.op != BucketOp::release));
+                       (present || (c.op != BucketOp::check && c.op != BucketOp::release &&
+                                    c.op != BucketOp::unblock));
     if (c.op == BucketOp::reset) model.erase(key);
     if (keeps) model[key] = s;
     if (i % 97 == 0) t.sweep(16, now);

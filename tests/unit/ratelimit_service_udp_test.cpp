@@ -336,6 +336,35 @@ TEST_F(RatelimitServiceUdp, keyed_message_costs_are_the_clients) {
   EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept);
 }
 
+// rspamadm's unblock: the level goes to 0, the bucket stays; and the
+// buckets that refused are listed newest first for `ratelimit top`, with
+// the key bytes they were asked by.
+TEST_F(RatelimitServiceUdp, unblock_empties_a_bucket_and_refusals_are_listed_for_top) {
+  RlClient c(port_);
+  ratelimit::Reply r;
+  const int64_t t = unix_ms_now();
+  for (uint64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(c.exchange(keyed(i, ratelimit::kOneShot, t, {{"RLfull", 2, 0}, {"RLroomy", 50, 0}}), r));
+  }
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kLimit);
+  ASSERT_TRUE(c.exchange(buckets(4, ratelimit::kOpCheckAndUpdate, {"api:x"}, 1, 0), r));
+  ASSERT_TRUE(c.exchange(buckets(5, ratelimit::kOpCheckAndUpdate, {"api:x"}, 1, 0), r));
+  EXPECT_EQ(r.buckets[0].status, ratelimit::kLimited);
+  const std::vector<LimitedBucket> top = engine_->ratelimit_service()->limited().newest(10);
+  ASSERT_EQ(top.size(), 2u) << "the roomy bucket never refused";
+  EXPECT_EQ(top[0].key, "api:x");
+  EXPECT_EQ(top[1].key, "RLfull");
+  EXPECT_EQ(top[1].burst, 2);
+  EXPECT_FLOAT_EQ(top[1].level, 2);
+  ASSERT_TRUE(c.exchange(buckets(6, ratelimit::kOpUnblock, {"RLfull"}, 2, 0), r));
+  EXPECT_EQ(r.buckets[0].flags & ratelimit::kResultExisted, ratelimit::kResultExisted);
+  EXPECT_EQ(r.buckets[0].level, 0);
+  ASSERT_TRUE(c.exchange(keyed(7, ratelimit::kOneShot, t, {{"RLfull", 2, 0}}), r));
+  EXPECT_EQ(r.messages[0].verdict, ratelimit::kAccept) << "room again after the unblock";
+  ASSERT_TRUE(c.exchange(buckets(8, ratelimit::kOpUnblock, {"RLnever"}, 2, 0), r));
+  EXPECT_EQ(r.buckets[0].flags & ratelimit::kResultExisted, 0) << "unblock creates nothing";
+}
+
 TEST_F(RatelimitServiceUdp, a_resend_is_answered_from_the_cache_and_not_applied_again) {
   RlClient c(port_);
   const std::vector<uint8_t> req = c.encode(buckets(77, ratelimit::kOpCheckAndUpdate, {"once"}, 5, 0));
@@ -470,10 +499,11 @@ TEST_F(RatelimitServiceUdp, replies_to_an_unallowed_sender_stay_within_three_tim
   const std::vector<std::string> key = {"k"};  // outlives the requests, which view it
   std::vector<ratelimit::Request> requests;
   for (uint8_t op : {ratelimit::kOpCheck, ratelimit::kOpUpdate, ratelimit::kOpCheckAndUpdate,
-                     ratelimit::kOpPeek, ratelimit::kOpReset}) {
+                     ratelimit::kOpPeek, ratelimit::kOpReset, ratelimit::kOpUnblock}) {
     requests.push_back(buckets(10 + op, op, key, 5, 1));
   }
   requests.push_back(message(20, ratelimit::kOneShot, "", {"r"}));
+  requests.push_back(keyed(21, ratelimit::kCheck, 0, {{"k", 5, 1}}));
   for (const ratelimit::Request& r : requests) {
     const std::vector<uint8_t> sent = c.encode(r);
     c.send_raw(sent);
