@@ -579,7 +579,8 @@ local function act_on_limited_bucket(task, entry, res, deciding)
   if sym then task:insert_result(sym, 1.0, option) end
   rspamd_logger.infox(task, 'ratelimit "%s(%s)" exceeded, (%s / %s) (shingled%s); key: %s',
       entry.name, entry.key, b.burst, b.rate, deciding and string.format(
-          ': level %.4f of %.4f, accepts again in %s ms', res.level, res.capacity, res.wait_ms) or '',
+          ': level %.4f of %.4f, %s', res.level, res.capacity, res.wait_ms == 4294967295 and
+              'never accepted by leaking alone' or ('accepts again in ' .. res.wait_ms .. ' ms')) or '',
       entry.hash)
   if not (b.symbol or rl.symbol) and not b.skip_soft_reject then
     local text = b.message

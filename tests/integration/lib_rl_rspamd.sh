@@ -48,6 +48,12 @@ rl_cleanup() {
 # `servers` is SERVER and whose other options are PLUGIN-OPTIONS (UCL lines).
 # EXTRA-UCL goes at the top level. Adds the PID to PIDS and sets RSPAMD_PID_NAME.
 
+# RSPAMD_PREFIX=DIR runs another rspamd build (DIR/bin/rspamd, rspamc), e.g.
+# a current release built from source (docs/rspamd-versions.md); CI uses
+# Debian's 3.4 from PATH.
+if [ -n "${RSPAMD_PREFIX:-}" ]; then
+    export PATH="$RSPAMD_PREFIX/bin:$PATH"
+fi
 # shellcheck source=tests/integration/lib_rspamd_conf.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib_rspamd_conf.sh"
 
