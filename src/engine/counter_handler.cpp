@@ -12,6 +12,11 @@ static_assert(counters::kMaxReply + crypto::kReplyHeaderSize <= kMaxReply,
 
 namespace {
 constexpr size_t kSweepSlotsPerTick = 1024;  // retention sweep slice
+// Reply cache: 4,096 increments per worker remembered for 10 s (rspamd
+// resends after its timeout, 1 s by default), up to the largest reply: 13
+// MB per worker.
+constexpr size_t kCacheEntries = 4096;
+constexpr int64_t kCacheTtlMs = 10'000;
 }  // namespace
 
 CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, const WorkerLink& link)
@@ -24,6 +29,7 @@ CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, cons
               FanoutCounters{&stats_.counter_parts_sent, &stats_.counter_parts_lost,
                              &stats_.counter_parts_dropped, &stats_.dropped, &stats_.counter_timeouts},
               kPendingRequests, kTimeoutMs),
+      cache_(kCacheEntries, kReplyBuffer, kCacheTtlMs),
       pending_(kPendingRequests),
       sweep_(link.shards, link.self, service.store().shard_count()) {}
 
@@ -69,12 +75,37 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
     answer_series(to, seal, req.op, req.tag, ops[0], series_max, now.unix_seconds);
     return;
   }
+  // Increments once: a resend is answered from the cache (reads and
+  // refusals, which apply nothing, stay out of it).
+  const bool increments = req.op == counters::kIncrement || req.op == counters::kIncrementRead;
+  const PeerKey key = increments ? peer_key(p.peer) : PeerKey{};
+  const uint64_t fingerprint = increments ? request_fingerprint(p.data, p.len) : 0;
+  const int64_t now_ms = int64_t(now.monotonic_ms());
+  if (increments) {
+    const uint8_t* cached = nullptr;
+    size_t cached_len = 0;
+    switch (cache_.begin(key, req.tag, fingerprint, now_ms, cached, cached_len)) {
+      case ReplyCache::Lookup::answered:
+        stats_.counter_replayed.add();
+        link_.replies.send(p, cached, cached_len);
+        return;
+      case ReplyCache::Lookup::in_flight:
+        stats_.counter_resends_dropped.add();
+        return;
+      case ReplyCache::Lookup::fresh:
+        break;
+    }
+  }
   const uint16_t slot = router_.begin(now.monotonic_ms());
   if (slot == router_.kNoSlot) {
     stats_.counter_pending_full.add();  // the client retries after its timeout
+    if (increments) cache_.forget(key, req.tag, fingerprint);
     return;
   }
   Pending& pc = pending_[slot];
+  pc.cached = increments;
+  pc.peer_key = key;
+  pc.fingerprint = fingerprint;
   pc.to.set(p, link_.self);
   pc.seal = seal;
   pc.op = req.op;
@@ -192,7 +223,15 @@ void CounterHandler::finish(uint16_t slot, bool lost) {
   const size_t len = encode_reply(pc.seal, reply, [&](uint8_t* out) {
     return service_.answer(header, pc.results, lost, out);
   });
+  // Kept even when a part was lost (status 1): its other entries were
+  // applied, and a resend must not apply them again.
+  if (pc.cached) cache_.complete(pc.peer_key, pc.tag, pc.fingerprint, reply, len);
   link_.replies.send(pc.to, reply, len);
+}
+
+void CounterHandler::abandon(uint16_t slot) {
+  const Pending& pc = pending_[slot];
+  if (pc.cached) cache_.forget(pc.peer_key, pc.tag, pc.fingerprint);
 }
 
 void CounterHandler::execute(const InboxMessage& m, const LoopClock& now) {

@@ -5,6 +5,12 @@
 // the others apply theirs when their run of parts is complete, and the
 // request is answered here once every share is in. A series request names
 // one counter and travels whole to its owner, which answers the client.
+//
+// Resends: a client that retransmits on timeout (rspamd's UDP client sends
+// the identical datagram again) must not count twice. Increments go through
+// a per-worker reply cache keyed by (sender, tag) and the request's bytes
+// (wire/reply_cache.h): a resend of an answered request gets the same reply
+// and is not applied; one still being worked on is dropped.
 #pragma once
 
 #include <vector>
@@ -12,6 +18,7 @@
 #include "engine/counter_service.h"
 #include "engine/fanout_router.h"
 #include "engine/service_handler.h"
+#include "wire/reply_cache.h"
 
 namespace shingled {
 
@@ -34,7 +41,7 @@ class CounterHandler final : public ServiceHandler {
   void execute_owned(const CounterOp* ops, size_t n, CounterResult* out, bool answer);
   void deliver(uint16_t slot, uint16_t index, const CounterResult& r);
   void finish(uint16_t slot, bool lost);
-  void abandon(uint16_t slot) { (void)slot; }
+  void abandon(uint16_t slot);
 
  private:
   static constexpr uint16_t kPendingRequests = 1024;
@@ -55,6 +62,9 @@ class CounterHandler final : public ServiceHandler {
   struct Pending {
     ReturnAddress to;
     ReplySeal seal;
+    bool cached = false;  // an increment: in the reply cache
+    PeerKey peer_key;
+    uint64_t fingerprint = 0;
     uint8_t op = 0;
     uint16_t n = 0;
     uint32_t tag = 0;
@@ -79,6 +89,7 @@ class CounterHandler final : public ServiceHandler {
   WorkerStats& stats_;
   const uint8_t id_;
   FanoutRouter<CounterHandler> router_;
+  ReplyCache cache_;
   std::vector<Pending> pending_;  // per router slot
   counters::Request request_;     // decoding scratch
   uint8_t plain_[kMaxDatagram];   // an opened (decrypted) request

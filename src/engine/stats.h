@@ -85,6 +85,8 @@ class Counter {
   X(counter_parts_dropped, "counter requests an owner dropped unapplied because a part of them was lost") \
   X(counter_pending_full, "counter requests dropped: too many awaiting other cores")        \
   X(counter_timeouts, "counter requests dropped: another core did not answer within 1 s")   \
+  X(counter_replayed, "counter resends answered from the reply cache (not applied again)")  \
+  X(counter_resends_dropped, "counter resends dropped: the first copy is pending")         \
   X(counters_expired, "counters removed by the retention sweep")                            \
   X(ratelimit_requests, "rate-limit requests accepted")                                     \
   X(ratelimit_malformed, "rate-limit datagrams dropped as malformed")                       \

@@ -304,13 +304,24 @@ else
     fail unblock_lets_the_next_mail_through "unblock said '$(cat "$TMP/unblock.out")'; then $(shown)"
 fi
 
-# ---------------------------------------------------------------- hygiene
+# ---------------------------------------------------------------- hygiene, then failing open
 errs=$(grep -c 'letting the message pass\|no shingled server available' "$TMP/rspamd-A/rspamd.log")
 # the two restarts may cost a timeout each while shingled is down
 if [ "$errs" -le 2 ]; then pass "no_plugin_errors ($errs while shingled restarted)"
 else fail no_plugin_errors "$errs plugin error line(s): $(grep 'letting the message pass' "$TMP/rspamd-A/rspamd.log" | head -2 | cut -c1-300)"; fi
 if kill -0 "$RSPAMD_PID_A" 2>/dev/null && kill -0 "$SHINGLED_PID" 2>/dev/null; then pass "processes_alive"
 else fail processes_alive "shingled or rspamd exited"; fi
+# shingled not answering (stopped): g@ is limited again by now, yet passes
+scan -F g@sender.example --ip 127.0.0.35 -r fill@rcpt.example
+kill -STOP "$SHINGLED_PID"
+scan -F g@sender.example --ip 127.0.0.35 -r while-stopped@rcpt.example
+kill -CONT "$SHINGLED_PID"
+if [ "$ACTION" = "no action" ] &&
+   [ "$(grep -c 'letting the message pass' "$TMP/rspamd-A/rspamd.log")" -gt "$errs" ]; then
+    pass "fails_open_when_shingled_does_not_answer ($(shown); the timeout logged)"
+else
+    fail fails_open_when_shingled_does_not_answer "expected the mail to pass with an error logged; $(shown)"
+fi
 if [ "$failed" -gt 0 ]; then
     echo "---- plugin lines ----"; grep -i 'shingled\|ratelimit' "$TMP/rspamd-A/rspamd.log" | tail -n 15 | cut -c1-300
     echo "---- shingled log ----"; tail -n 10 "$S/daemon.log"

@@ -180,6 +180,24 @@ TEST_F(CounterServiceUdp, a_counter_named_many_times_in_one_request_reads_before
   EXPECT_GT(stat(&WorkerStats::counter_parts_sent), 1u) << "the other owner's entries took several parts";
 }
 
+// rspamd's UDP client resends the identical datagram when the answer is
+// slow: an increment counts once, and the resend gets the same reply bytes.
+TEST_F(CounterServiceUdp, a_resent_increment_is_answered_from_the_cache_and_counted_once) {
+  CounterClient c(port_);
+  const counters::Request inc = request(counters::kIncrementRead, 77, 40, 9000, 1);
+  const auto first = c.exchange(inc);
+  ASSERT_EQ(first.size(), 16u + 40 * 48);
+  EXPECT_EQ(c.exchange(inc), first) << "the resend gets the first reply";
+  auto r = c.exchange(request(counters::kRead, 78, 40, 9000, 0));
+  ASSERT_EQ(r.size(), 16u + 40 * 48);
+  for (unsigned i = 0; i < 40; ++i) EXPECT_EQ(sums_of(r, i)[3], 1u) << "entry " << i;
+  EXPECT_EQ(stat(&WorkerStats::counter_replayed), 1u);
+  // The same tag with other bytes is another request.
+  c.exchange(request(counters::kIncrementRead, 77, 40, 9000, 2));
+  r = c.exchange(request(counters::kRead, 79, 40, 9000, 0));
+  for (unsigned i = 0; i < 40; ++i) EXPECT_EQ(sums_of(r, i)[3], 3u) << "entry " << i;
+}
+
 TEST_F(CounterServiceUdp, unique_counters_over_separate_packets) {
   CounterClient c(port_);
   const auto pair = [](uint32_t tag, uint64_t rcpt, uint32_t delta) {

@@ -139,7 +139,7 @@ TEST(RatelimitCodec, every_malformation_has_its_reason) {
       {DecodeStatus::bad_reserved, &msg, [m0](auto& b) { b[m0 + 7] = 1; }},
       {DecodeStatus::truncated, &msg, [](auto& b) { b.pop_back(); }},
       {DecodeStatus::trailing_bytes, &msg, [](auto& b) { b.push_back(0); }},
-      {DecodeStatus::bad_op, &bkt, [b0](auto& b) { b[b0] = 6; }},
+      {DecodeStatus::bad_op, &bkt, [b0](auto& b) { b[b0] = 7; }},  // 6 is unblock
       {DecodeStatus::bad_key, &bkt, [b0](auto& b) { b[b0 + 1] = 0; }},
       {DecodeStatus::bad_reserved, &bkt, [b0](auto& b) { b[b0 + 4] = 1; }},
       {DecodeStatus::bad_number, &bkt, [&, b0](auto& b) { f64(b, b0 + 8, 0); }},

@@ -245,7 +245,7 @@ struct KeyedBucket {
   uint16_t cost = 1;
 };
 ratelimit::Request keyed(uint64_t id, uint8_t phase, int64_t at_ms,
-                         const std::vector<KeyedBucket>& bs, uint64_t mask = 0) {
+                         const std::vector<KeyedBucket>& bs, uint64_t mask = 0) {  // the request views bs
   ratelimit::Request r;
   r.kind = ratelimit::kKeyedMessage;
   r.id = id;
@@ -503,7 +503,8 @@ TEST_F(RatelimitServiceUdp, replies_to_an_unallowed_sender_stay_within_three_tim
     requests.push_back(buckets(10 + op, op, key, 5, 1));
   }
   requests.push_back(message(20, ratelimit::kOneShot, "", {"r"}));
-  requests.push_back(keyed(21, ratelimit::kCheck, 0, {{"k", 5, 1}}));
+  const std::vector<KeyedBucket> one = {{"k", 5, 1}};  // outlives the request too
+  requests.push_back(keyed(21, ratelimit::kCheck, 0, one));
   for (const ratelimit::Request& r : requests) {
     const std::vector<uint8_t> sent = c.encode(r);
     c.send_raw(sent);
