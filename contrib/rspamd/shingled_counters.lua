@@ -130,8 +130,9 @@ local function domain_of(addr)
   return addr and addr:match('@([^@]+)$')
 end
 
--- "Re: [list] FW:  Cheap  pills 1234!" -> "cheap pills 0!": case, reply
--- prefixes, list tags, digit runs and spacing do not make a new subject.
+-- "Re: [list] FW:  Cheap  pills 1234!" -> "cheap pills": case, reply
+-- prefixes, list tags, digits, ASCII punctuation and spacing do not make a
+-- new subject (bytes of other scripts are kept).
 local function normalise_subject(s)
   s = string.lower(s)
   local prev
@@ -139,7 +140,7 @@ local function normalise_subject(s)
     prev = s
     s = s:gsub('^%s*re%s*:%s*', ''):gsub('^%s*fwd?%s*:%s*', ''):gsub('^%s*%[[^%]]*%]%s*', '')
   until s == prev
-  s = s:gsub('%d+', '0'):gsub('%s+', ' '):gsub('^ ', ''):gsub(' $', '')
+  s = s:gsub('[%d%p]+', ' '):gsub('%s+', ' '):gsub('^ ', ''):gsub(' $', '')
   return s
 end
 
