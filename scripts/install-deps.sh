@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential g++ meson ninja-build pkg-config
   liburing-dev liblmdb-dev libsodium-dev libxxhash-dev
-  libsqlite3-dev sqlite3 nlohmann-json3-dev libhiredis-dev
+  libsqlite3-dev sqlite3 nlohmann-json3-dev libhiredis-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev llvm
   rspamd redis-server iproute2 procps python3

@@ -10,6 +10,10 @@ namespace shingled {
 enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
 
 void set_log_level(LogLevel level);
+// When stderr is systemd's journal (JOURNAL_STREAM names it), lines to
+// stderr go as "<priority>level: text" so journald files each at its
+// priority and adds time and PID itself. Call once at start.
+void detect_journal_stream();
 // Appends log lines to `path` from now on (created 0640 if missing).
 bool set_log_file(const std::string& path, std::string& error);
 // SIGHUP after log rotation: reopens the file under its name, atomically

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,9 +20,11 @@
 #include "common/cpu.h"
 #include "common/log.h"
 #include "config/config_loader.h"
+#include "config/option_manual.h"
 #include "config/option_table.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
+#include "daemon/service_manager.h"
 #include "daemon/worker_watchdog.h"
 #include "engine/engine.h"
 #include "engine/map_loader.h"
@@ -51,6 +54,7 @@ const char kUsage[] =
     "  -c, --config FILE     read the configuration from FILE (UCL, rspamd option names)\n"
     "  -t, --check-config    check the configuration, print every option's value and exit\n"
     "      --help-config     list every option: type, range, default and meaning\n"
+    "      --help-config=man the same as the shingled.conf(5) manual page (roff)\n"
     "  -l, --log-level LEVEL debug, info (default), warning or error\n"
     "  -h, --help            show this help\n"
     "  -v, --version         show the version\n"
@@ -81,6 +85,9 @@ int parse_args(int argc, char** argv, Options& o) {
       return 0;
     } else if (a == "--help-config") {
       fputs(render_option_listing().c_str(), stdout);
+      return 0;
+    } else if (a == "--help-config=man") {
+      fputs(render_config_manual().c_str(), stdout);  // shingled.conf(5)
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shingled %s\n", SHINGLED_VERSION);
@@ -360,13 +367,28 @@ void reopen_log_on_sighup(const Config& config) {
 
 // Serves the control socket, watches the workers and reopens the log until
 // SIGTERM or SIGINT.
+// What the daemon serves, for systemd's STATUS line (systemctl status).
+std::string served_summary(const Config& config, const Engine& engine) {
+  std::string s = std::to_string(engine.store().stored_hashes()) + " hashes, " +
+                  std::to_string(engine.worker_count()) + " workers (" + engine.io_name() + ")";
+  if (!config.counters_bind_sockets.empty()) s += ", counters";
+  if (!config.ratelimit_service_bind_sockets.empty()) s += ", rate limits";
+  return s;
+}
+
 void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& watchdog,
-                         const Config& config, MapLoader& maps, Engine& engine) {
+                         ServiceManager& manager, const Config& config, MapLoader& maps,
+                         Engine& engine) {
   bool reread_maps = false;
+  // The loop wakes at least twice per worker-watchdog second, and as often
+  // as systemd's watchdog wants its kick.
+  uint64_t wake_ms = WorkerWatchdog::kStuckAfterMs / 2;
+  if (manager.watchdog_enabled()) wake_ms = std::min(wake_ms, manager.watchdog_every_ms());
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
-    const int ready = poll(fds, 2, int(WorkerWatchdog::kStuckAfterMs / 2));
+    const int ready = poll(fds, 2, int(wake_ms));
     watchdog.check(monotonic_ms_now());
+    manager.watchdog(monotonic_ms_now(), watchdog.stuck_workers() == 0);
     // Map files are checked every pass (half a second at most), all of them
     // re-read on SIGHUP; the old maps are freed once every worker has
     // moved on to the new ones.
@@ -382,11 +404,14 @@ void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& wat
     signalfd_siginfo si;
     if (read(sig_fd, &si, sizeof si) != sizeof si) continue;
     if (si.ssi_signo == SIGHUP) {
+      manager.reloading();
       reopen_log_on_sighup(config);
       reread_maps = maps.files() != 0;
+      manager.reloaded();
       continue;
     }
     LOG_INFO("signal %u: stopping", si.ssi_signo);
+    manager.stopping();
     return;
   }
 }
@@ -428,6 +453,7 @@ int run(int argc, char** argv) {
   Options opt;
   if (const int rc = parse_args(argc, argv, opt); rc >= 0) return rc;
   set_log_level(opt.level);
+  detect_journal_stream();
 
   Config config;
   std::vector<Keypair> keypairs;
@@ -436,6 +462,7 @@ int run(int argc, char** argv) {
   if (!open_log_file(config)) return 1;
   for (const std::string& warning : config.warnings) LOG_WARN("%s", warning.c_str());
   const int sig_fd = take_signals();
+  ServiceManager manager;
 
   std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config);
   if (store == nullptr) return 1;
@@ -452,6 +479,7 @@ int run(int argc, char** argv) {
   std::unique_ptr<CounterStore> counters;
   if (!allocate_counter_store(config, counters)) return 1;
   PendingChanges first_sync;
+  manager.status("loading the database " + config.hashfile);
   if (!load_durable_state(config, env, *store, counters.get(), first_sync, error)) {
     return fail_with(error);
   }
@@ -491,7 +519,8 @@ int run(int argc, char** argv) {
   }
 
   WorkerWatchdog watchdog(engine);
-  serve_until_stopped(sig_fd, control, watchdog, config, *maps, engine);
+  manager.ready("serving " + served_summary(config, engine));
+  serve_until_stopped(sig_fd, control, watchdog, manager, config, *maps, engine);
   return stop_and_sync(engine, persister, *store, config);
 }
 
