@@ -12,6 +12,8 @@ packages=(
   clang libclang-rt-14-dev llvm
   rspamd redis-server iproute2 procps python3
   gnuplot-nox util-linux
+  # systemd_test.sh and man_pages_test.sh: systemd-analyze, man(1)
+  systemd man-db
   # the DPDK backend (io = dpdk) and its veth test: namespaces, ARP, ping,
   # turning off the veth's TX checksum offload on the client side
   dpdk libdpdk-dev iputils-ping iputils-arping ethtool
