@@ -8,12 +8,14 @@ packages=(
   build-essential g++ meson ninja-build pkg-config
   liburing-dev liblmdb-dev libsodium-dev libxxhash-dev
   libsqlite3-dev sqlite3 nlohmann-json3-dev libhiredis-dev libsystemd-dev
+  libmicrohttpd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev llvm
   rspamd redis-server iproute2 procps python3
   gnuplot-nox util-linux
-  # systemd_test.sh and man_pages_test.sh: systemd-analyze, man(1)
-  systemd man-db
+  # systemd_test.sh, man_pages_test.sh, metrics_test.sh: systemd-analyze,
+  # man(1), promtool
+  systemd man-db prometheus
   # the DPDK backend (io = dpdk) and its veth test: namespaces, ARP, ping,
   # turning off the veth's TX checksum offload on the client side
   dpdk libdpdk-dev iputils-ping iputils-arping ethtool

@@ -135,6 +135,7 @@ struct Config {
 
   // Shingle counters (shingled's own option names); no listener = off.
   std::vector<ListenAddress> counters_bind_sockets;
+  std::vector<ListenAddress> metrics_bind_sockets;  // Prometheus endpoint (HTTP); empty: off
   uint64_t counters_max = 0;  // live counters, all shards
   uint32_t counters_ten_minute_periods = 0;
   uint32_t counters_daily_periods = 0;

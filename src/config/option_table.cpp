@@ -672,6 +672,10 @@ const OptionRow kRows[] = {
     {"counters_bind_socket", {}, OptionKind::addresses, 0, 0, "\"127.0.0.1:11337\"",
      "127.0.0.1:11337", "UDP address(es) of the counter service, as bind_socket; [] = off",
      &Config::counters_bind_sockets, nullptr, nullptr, true},
+    {"metrics_bind", {}, OptionKind::addresses, 0, 0, nullptr, "[] (off)",
+     "HTTP address(es) of the Prometheus endpoint, e.g. \"127.0.0.1:11338\" (GET /metrics: "
+     "every stats figure); off by default: one more listener is opt-in",
+     &Config::metrics_bind_sockets, nullptr, nullptr, true},
     {"counters_max", {}, OptionKind::count, 1, uint64_t(1) << 36, "1000000", nullptr,
      "live counters, all shards together; past it new counters are refused",
      &Config::counters_max},

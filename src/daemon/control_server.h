@@ -51,6 +51,10 @@ class ControlServer {
   // and at least every kDeadlineMs / 4.
   void serve_pending(uint64_t now_ms);
 
+  // The per-key figures of the last hour, sampled in serve_pending(); for
+  // the metrics endpoint, which the same (main) thread serves.
+  const StatsHistory& history() const { return history_; }
+
  private:
   struct Connection {
     int fd;

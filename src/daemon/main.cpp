@@ -24,6 +24,8 @@
 #include "config/option_table.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_server.h"
 #include "daemon/service_manager.h"
 #include "daemon/worker_watchdog.h"
 #include "engine/engine.h"
@@ -377,16 +379,20 @@ std::string served_summary(const Config& config, const Engine& engine) {
 }
 
 void serve_until_stopped(int sig_fd, ControlServer& control, WorkerWatchdog& watchdog,
-                         ServiceManager& manager, const Config& config, MapLoader& maps,
-                         Engine& engine) {
+                         ServiceManager& manager, MetricsServer& metrics, const Config& config,
+                         MapLoader& maps, Engine& engine) {
+  const std::vector<int> metrics_fds = metrics.fds();
   bool reread_maps = false;
   // The loop wakes at least twice per worker-watchdog second, and as often
   // as systemd's watchdog wants its kick.
   uint64_t wake_ms = WorkerWatchdog::kStuckAfterMs / 2;
   if (manager.watchdog_enabled()) wake_ms = std::min(wake_ms, manager.watchdog_every_ms());
+  std::vector<pollfd> fds = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
+  for (const int fd : metrics_fds) fds.push_back({fd, POLLIN, 0});
   for (;;) {
-    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control.fd(), POLLIN, 0}};
-    const int ready = poll(fds, 2, int(wake_ms));
+    for (pollfd& f : fds) f.revents = 0;
+    const int ready = poll(fds.data(), fds.size(), int(wake_ms));
+    if (fds.size() > 2) metrics.run();  // scrapes: served here, on the stats thread
     watchdog.check(monotonic_ms_now());
     manager.watchdog(monotonic_ms_now(), watchdog.stuck_workers() == 0);
     // Map files are checked every pass (half a second at most), all of them
@@ -519,8 +525,13 @@ int run(int argc, char** argv) {
   }
 
   WorkerWatchdog watchdog(engine);
+  MetricsServer metrics([&] { return render_metrics(engine, &persister, monotonic_seconds() - started, &control.history()); });
+  if (!metrics.start(config.metrics_bind_sockets, error)) return fail_with(error);
+  for (const ListenAddress& a : config.metrics_bind_sockets) {
+    LOG_INFO("metrics on http://%s/metrics (Prometheus)", a.text.c_str());
+  }
   manager.ready("serving " + served_summary(config, engine));
-  serve_until_stopped(sig_fd, control, watchdog, manager, config, *maps, engine);
+  serve_until_stopped(sig_fd, control, watchdog, manager, metrics, config, *maps, engine);
   return stop_and_sync(engine, persister, *store, config);
 }
 

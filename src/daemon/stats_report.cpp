@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "daemon/stats_collect.h"
 #include "daemon/stats_history.h"
 #include "engine/engine.h"
 #include "engine/map_loader.h"
@@ -16,18 +17,7 @@
 
 namespace shingled {
 
-namespace {
 
-// One keypair's figures, the dynamic keys' together, or (last) the plain
-// requests': "unkeyed".
-struct KeyRow {
-  std::string pubkey;  // "" for the dynamic and unkeyed rows
-  std::string name;    // the keypair's extensions { name }
-  size_t slot = 0;     // in the per-key counters
-  uint64_t requests = 0, decrypt_failures = 0;
-  uint64_t checks = 0, hits = 0, writes = 0, deletes = 0, errors = 0;
-  uint64_t checks_last_hour = 0, hits_last_hour = 0;
-};
 
 // Every keypair's row, the dynamic keys' (with dynamic_keys_map), then the
 // unkeyed row.
@@ -68,10 +58,6 @@ std::vector<KeyRow> collect_keys(const Engine& engine, const StatsHistory* histo
   return keys;
 }
 
-struct FlagRow {
-  unsigned flag;
-  uint64_t hits = 0, writes = 0, deletes = 0;
-};
 
 // The flags that saw any traffic.
 std::vector<FlagRow> collect_flags(const Engine& engine) {
@@ -89,7 +75,6 @@ std::vector<FlagRow> collect_flags(const Engine& engine) {
   return flags;
 }
 
-constexpr size_t kTopNetworks = 10;
 
 // The networks of one tally summed over workers, most counted first.
 std::vector<NetworkTally::Entry> top_networks(const Engine& engine,
@@ -112,12 +97,6 @@ std::vector<NetworkTally::Entry> top_networks(const Engine& engine,
   return merged;
 }
 
-struct Row {
-  const char* name;
-  const char* help;
-  std::vector<uint64_t> per_worker;
-  uint64_t total = 0;
-};
 
 std::vector<Row> collect(const Engine& engine) {
   std::vector<Row> rows;
@@ -137,8 +116,8 @@ std::vector<Row> collect(const Engine& engine) {
   return rows;
 }
 
-void append(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void append(std::string& out, const char* fmt, ...) {
+static void append(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void append(std::string& out, const char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -147,12 +126,6 @@ void append(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(buf, std::min<size_t>(size_t(n), sizeof buf - 1));
 }
 
-// The L2-L4 layer's counters summed over workers (DPDK only), in order.
-struct NetRow {
-  const char* name;
-  const char* help;
-  uint64_t total = 0;
-};
 
 std::vector<NetRow> collect_net(const Engine& engine) {
   std::vector<NetRow> rows;
@@ -167,10 +140,6 @@ std::vector<NetRow> collect_net(const Engine& engine) {
 
 bool has_net_layer(const Engine& engine) { return engine.config().io == IoBackendKind::dpdk; }
 
-struct PersistRow {
-  const char* name;
-  uint64_t value;
-};
 
 std::vector<PersistRow> collect_persistence(const Engine& engine, const Persister& p) {
   const PersisterStats& s = p.stats();
@@ -202,18 +171,8 @@ std::vector<PersistRow> collect_persistence(const Engine& engine, const Persiste
   };
 }
 
-}  // namespace
 
-// One slot of a per-reason (or per-family) counter array, summed over workers.
-template <size_t N>
-uint64_t sum_slot(const Engine& engine, Counter (WorkerStats::*array)[N], size_t slot) {
-  uint64_t n = 0;
-  for (unsigned w = 0; w < engine.worker_count(); ++w) n += (engine.worker(w).stats().*array)[slot].get();
-  return n;
-}
 
-const char* const kFamilyNames[kRateFamilies] = {"to", "to_ip", "to_ip_from",
-                                                 "bounce_to", "bounce_to_ip", "user"};
 
 std::string render_stats_json(const Engine& engine, const Persister* persister, double uptime,
                               const StatsHistory* history) {
