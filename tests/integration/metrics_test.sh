@@ -3,7 +3,9 @@
 # `promtool check metrics` (Debian's prometheus package), carries every
 # figure `shinglectl stats --json` reports (each total as its metric, the
 # store, counter, rate-limit and persistence figures), its counters move
-# when requests are sent, and anything but GET /metrics is refused.
+# when requests are sent, anything but GET /metrics is refused, and the
+# Grafana dashboard (contrib/grafana/shingled.json) queries only metrics
+# that exist.
 # Usage: metrics_test.sh --build BUILD_DIR
 set -uo pipefail
 SCRIPT_DIR="$(cd "$(dirname "$0")" && pwd)"
@@ -61,6 +63,18 @@ PY
 )
 if [ -z "$missing" ]; then pass "every_stats_figure_is_a_metric ($(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['totals']))" "$tmp/stats.json") totals and the store, service and persistence figures)"
 else fail every_stats_figure_is_a_metric "missing: $missing"; fi
+# contrib/grafana/shingled.json: every metric its panels query exists.
+REPO_DIR="$(cd "$SCRIPT_DIR/../.." && pwd)"
+unknown=$(python3 - "$REPO_DIR/contrib/grafana/shingled.json" "$tmp/m1.txt" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+want = {m for p in d["panels"] for t in p["targets"] for m in re.findall(r"shingled_[a-z0-9_]+", t["expr"])}
+have = set(re.findall(r"^# TYPE (\S+)", open(sys.argv[2]).read(), re.M))
+print(" ".join(sorted(want - have)))
+PY
+)
+if [ -z "$unknown" ]; then pass "grafana_dashboard_queries_existing_metrics"
+else fail grafana_dashboard_queries_existing_metrics "unknown: $unknown"; fi
 sum_metric() { awk -v m="$1" '$1 ~ "^"m"(\\{|$)" {s += $2} END {printf "%d", s}' "$2"; }
 before=$(sum_metric shingled_check_total "$tmp/m1.txt")
 python3 "$SCRIPT_DIR/fuzzy_udp.py" --to "127.0.0.1:$p_fuzzy" --cmd check --count 25 >/dev/null 2>&1
