@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -400,12 +401,40 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
     error = mdb_fail(path_, "writing last_sync", rc);
     return false;
   }
+  flush_in_slices();
   rc = txn.commit();  // durable: the environment has no MDB_NOSYNC/NOMETASYNC
   if (rc != 0) {
     error = mdb_fail(path_, "committing the sync", rc);
     return false;
   }
   return true;
+}
+
+// The commit's msync writes back every page the transaction dirtied in one
+// system call. On a kernel without preemption (CONFIG_PREEMPT_NONE, as on
+// the machines measured in bench/RESULTS.md, issue 26) that is up to
+// hundreds of milliseconds of kernel work in which a worker sharing the
+// core cannot run: the CHECK tail during a large sync. Writing the pages
+// back first in slices of kFlushSlice, with a yield after each, makes every
+// slice a point where the worker runs; the commit's own msync then finds
+// them clean, and LMDB's ordering (data pages durable before the meta page
+// that names them) is unchanged. Pages the transaction adds past the last
+// committed page are covered up to kFlushSlack beyond it; any others are
+// the commit's msync's to write, as before.
+void LmdbEnvironment::flush_in_slices() const {
+  constexpr size_t kFlushSlice = size_t(4) << 20;
+  constexpr size_t kFlushSlack = size_t(256) << 20;
+  MDB_envinfo info;
+  MDB_stat st;
+  if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &st) != 0) return;
+  const size_t used = (size_t(info.me_last_pgno) + 1) * st.ms_psize;
+  for_each_data_mapping([&](char* base, size_t len) {
+    const size_t end = std::min(len, used + kFlushSlack);
+    for (size_t at = 0; at < end; at += kFlushSlice) {
+      msync(base + at, std::min(kFlushSlice, end - at), MS_SYNC);
+      sched_yield();
+    }
+  });
 }
 
 bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
@@ -586,7 +615,7 @@ size_t LmdbEnvironment::map_size() const {
   return info.me_mapsize;
 }
 
-void LmdbEnvironment::release_mapped_pages() const {
+void LmdbEnvironment::for_each_data_mapping(const std::function<void(char*, size_t)>& fn) const {
   if (env_ == nullptr) return;
   // LMDB does not tell where it mapped data.mdb (mdb_env_info's me_mapaddr
   // is only the MDB_FIXEDMAP address), so the mapping is found by its file.
@@ -602,11 +631,15 @@ void LmdbEnvironment::release_mapped_pages() const {
     if (n < want || strcmp(line + n - want, real) != 0 || line[n - want - 1] != ' ') continue;
     unsigned long start = 0, end = 0;
     if (sscanf(line, "%lx-%lx", &start, &end) != 2 || end <= start) continue;
-    // A shared file mapping: MADV_DONTNEED drops this process's page table
-    // entries only; the data (written or not) stays in the page cache.
-    madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+    fn(reinterpret_cast<char*>(start), end - start);
   }
   fclose(maps);
+}
+
+void LmdbEnvironment::release_mapped_pages() const {
+  // A shared file mapping: MADV_DONTNEED drops this process's page table
+  // entries only; the data (written or not) stays in the page cache.
+  for_each_data_mapping([](char* start, size_t len) { madvise(start, len, MADV_DONTNEED); });
 }
 
 }  // namespace shingled

@@ -130,6 +130,11 @@ class LmdbEnvironment {
   bool take_writer_lock(std::string& error);
   bool check_or_create_schema(std::string& error);
   bool grow_map(std::string& error);
+  // Writes back the dirty pages of the map in slices, yielding between
+  // them, before a commit's own msync (see apply_once).
+  void flush_in_slices() const;
+  // Calls fn(start, length) for each mapping of data.mdb in this process.
+  void for_each_data_mapping(const std::function<void(char*, size_t)>& fn) const;
   bool apply_once(const Change* changes, const std::vector<size_t>& order,
                   uint64_t sync_time, int& rc, std::string& error);
 
