@@ -16,6 +16,8 @@ packages=(
   # systemd_test.sh, man_pages_test.sh, metrics_test.sh: systemd-analyze,
   # man(1), promtool
   systemd man-db prometheus
+  # debian_package_test.sh: the package's build and its checker
+  debhelper lintian
   # the DPDK backend (io = dpdk) and its veth test: namespaces, ARP, ping,
   # turning off the veth's TX checksum offload on the client side
   dpdk libdpdk-dev iputils-ping iputils-arping ethtool

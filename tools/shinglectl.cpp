@@ -82,8 +82,11 @@ const char kUsage[] =
     "\n"
     "Options:\n"
     "  -s, --socket PATH      stats, ping, sync: the control socket\n"
-    "                         (default: data/shingled.sock, the daemon's default)\n"
-    "  -d, --db DIR           database directory (default: data/shingled.lmdb, the daemon's default)\n"
+    "                         (default: data/shingled.sock, the daemon's default, or\n"
+    "                         the packaged service's /var/lib/shingled/data/shingled.sock\n"
+    "                         when ./data holds none)\n"
+    "  -d, --db DIR           database directory (default: data/shingled.lmdb, likewise\n"
+    "                         /var/lib/shingled/data/shingled.lmdb when ./data holds none)\n"
     "  -c, --config FILE      use the `hashfile` of this shingled config as the database\n"
     "                         (data/shingled.lmdb when it sets none); not with --db\n"
     "  -o, --output FILE      dump: write to FILE instead of standard output\n"
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
       return shingled::run_rspamd_redis(argv[i], int(rest.size()), rest.data());
     }
   }
-  std::string socket_path = "data/shingled.sock";
+  std::string socket_path = shingled::default_socket_path();
   std::string command;
   std::vector<std::string> arguments;  // the command's own positional arguments
   std::string db, config_path;

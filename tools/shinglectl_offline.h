@@ -7,14 +7,14 @@
 #include <cstddef>
 #include <string>
 
+#include "default_paths.h"
+
 namespace shingled {
 
-// Where a daemon keeps its database when the config names no `hashfile`.
-constexpr const char* kDefaultDatabase = "data/shingled.lmdb";
 constexpr size_t kDefaultImportBatch = 50000;
 
 struct OfflineOptions {
-  std::string db = kDefaultDatabase;  // the environment directory
+  std::string db = default_database_path();  // the environment directory
   std::string input;                  // import: FILE or "-" (stdin); import-rspamd: FUZZY_DB
   std::string output;                 // dump: FILE, "" for stdout
   bool json = false;                  // info: one JSON object instead of a table

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shingled/ratelimit_client.h"
+#include "default_paths.h"
 #include "shinglectl_ratelimit_admin.h"
 #include "store/ratelimit_rules.h"
 
@@ -97,7 +98,7 @@ int run_ratelimit(int argc, char** argv) {
     return usage("unknown ratelimit command '" + sub + "'");
   }
   std::string server = "127.0.0.1:11336", error, key, pubkey, prefix = "RL";
-  std::string socket_path = "data/shingled.sock";
+  std::string socket_path = default_socket_path();
   bool rspamd_key = false;
   double count = 0;  // top -n, unblock --last
   ratelimit::ClientMessage m;

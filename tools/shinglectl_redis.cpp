@@ -111,7 +111,7 @@ std::string rate_and_eta(uint64_t done, uint64_t total, double seconds, const ch
 struct RedisCommandOptions {
   RedisTarget target;
   std::string prefix = "fuzzy";
-  std::string db_dir = kDefaultDatabase;
+  std::string db_dir = default_database_path();
   std::string config_path;
   uint64_t expire_seconds = 90ull * 24 * 3600;
   bool expire_given = false;

@@ -566,7 +566,7 @@ const OptionRow kRows[] = {
      "keypair ids (rspamadm's `id`; inline or map files) whose encrypted requests may WRITE "
      "and DEL; consulted only when allow_update is not set",
      {}, apply_allow_update_keys, show_allow_update_keys, true},
-    {"dynamic_keys_map", {}, OptionKind::path, 0, 0, nullptr, "(none)",
+    {"dynamic_keys_map", {}, OptionKind::path, 0, kNoLimit, nullptr, "(none)",
      "a file (a UCL or JSON array of keypair blocks, extensions included) of keypairs added "
      "and removed while the daemon runs, looked up by key id after the static ones",
      {}, apply_dynamic_keys_map, show_dynamic_keys_map},

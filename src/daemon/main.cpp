@@ -20,6 +20,7 @@
 #include "common/cpu.h"
 #include "common/log.h"
 #include "config/config_loader.h"
+#include "config/option_conf_file.h"
 #include "config/option_manual.h"
 #include "config/option_table.h"
 #include "daemon/control_server.h"
@@ -57,6 +58,8 @@ const char kUsage[] =
     "  -t, --check-config    check the configuration, print every option's value and exit\n"
     "      --help-config     list every option: type, range, default and meaning\n"
     "      --help-config=man the same as the shingled.conf(5) manual page (roff)\n"
+    "      --help-config=conf the same as a configuration file, every option\n"
+    "                        commented out at its default\n"
     "  -l, --log-level LEVEL debug, info (default), warning or error\n"
     "  -h, --help            show this help\n"
     "  -v, --version         show the version\n"
@@ -90,6 +93,9 @@ int parse_args(int argc, char** argv, Options& o) {
       return 0;
     } else if (a == "--help-config=man") {
       fputs(render_config_manual().c_str(), stdout);  // shingled.conf(5)
+      return 0;
+    } else if (a == "--help-config=conf") {
+      fputs(render_config_file().c_str(), stdout);  // the package's /etc/shingled/shingled.conf
       return 0;
     } else if (a == "-v" || a == "--version") {
       printf("shingled %s\n", SHINGLED_VERSION);
