@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/progress.h"
 #include "persist/fuzzy_json.h"
 #include "persist/fuzzy_record_codec.h"
 #include "persist/lmdb_environment.h"
@@ -73,6 +74,7 @@ class LineReader {
     bool any = false;
     while ((c = getc_unlocked(f_)) != EOF) {
       any = true;
+      ++bytes_;
       if (c == '\n') break;
       if (line.size() <= kFuzzyJsonMaxLine) line.push_back(char(c));
       ++length;
@@ -87,10 +89,12 @@ class LineReader {
   }
   bool failed() const { return ferror(f_) != 0; }
   uint64_t number() const { return number_; }
+  uint64_t bytes() const { return bytes_; }  // read so far
 
  private:
   FILE* f_;
   uint64_t number_ = 0;
+  uint64_t bytes_ = 0;
 };
 
 bool blank(const std::string& line) {
@@ -153,6 +157,8 @@ int run_dump(const OfflineOptions& options) {
   uint64_t dumped = 0, undecodable = 0;
   bool write_failed = false;
   std::string line;
+  // Only beside a dump to a file: on standard output it would mix with it.
+  ProgressMeter progress("dump", "records", env.count(RecordType::fuzzy), to_file ? stderr : nullptr);
   const bool ok = env.for_each(
       RecordType::fuzzy,
       [&](std::string_view key, std::string_view value) {
@@ -170,9 +176,11 @@ int run_dump(const OfflineOptions& options) {
           return false;
         }
         ++dumped;
+        progress.advance();
         return true;
       },
       error);
+  progress.finish();
   const std::string out_name = to_file ? options.output : std::string("standard output");
   if (fflush(out.get()) != 0 || ferror(out.get()) != 0) write_failed = true;
   const int write_errno = errno;
@@ -244,8 +252,12 @@ int run_import(const OfflineOptions& options) {
   FuzzyRecord record;
   uint64_t records = 0;
   {
+    // A regular file's size is known: the check shows how far it got.
+    const uint64_t size = S_ISREG(st.st_mode) && st.st_size > start ? uint64_t(st.st_size - start) : 0;
+    ProgressMeter checking("import: checking", "bytes", size);
     LineReader reader(in.get());
     while (reader.next(line, length)) {
+      checking.set_done(reader.bytes());
       if (spool && length <= kFuzzyJsonMaxLine) {
         fwrite(line.data(), 1, line.size(), spool.get());
         fputc('\n', spool.get());
@@ -274,6 +286,7 @@ int run_import(const OfflineOptions& options) {
   }
   LineReader reader(again);
   BatchWriter writer(env, options.batch);
+  ProgressMeter writing("import: writing", "records", records);
   bool ok = true;
   while (ok && reader.next(line, length)) {
     if (length <= kFuzzyJsonMaxLine && blank(line)) continue;
@@ -283,8 +296,10 @@ int run_import(const OfflineOptions& options) {
       ok = false;
     } else {
       ok = writer.add(record, error);  // apply() errors name the database
+      writing.advance();
     }
   }
+  writing.finish();
   if (ok && reader.failed()) {
     error = name + ": read failed: " + std::strerror(errno);
     ok = false;
@@ -310,9 +325,16 @@ int run_import_rspamd(const OfflineOptions& options) {
   BatchWriter writer(env, options.batch);
   RspamdSqliteStats stats;
   std::string error, write_error;
+  ProgressMeter progress("import-rspamd", "digest rows", 0);
   bool ok = read_rspamd_sqlite(
       options.input,
-      [&](const FuzzyRecord& record) { return writer.add(record, write_error); }, stats, error);
+      [&](const FuzzyRecord& record) {
+        progress.set_total(stats.digest_rows_total);
+        progress.set_done(stats.digest_rows);
+        return writer.add(record, write_error);
+      },
+      stats, error);
+  progress.finish();
   if (ok) ok = writer.flush(write_error);
   if (!ok) {
     complain(write_error.empty() ? error : write_error);

@@ -13,6 +13,7 @@
 
 #include "config/config_loader.h"
 #include "config/ucl_values.h"
+#include "common/progress.h"
 #include "common/text_file.h"
 #include "migrate/redis_link.h"
 #include "migrate/rspamd_redis_export.h"
@@ -75,39 +76,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// One line, redrawn in place on a terminal at most twice a second; nothing
-// when stderr is not a terminal (logs and tests see only the summary).
-class Progress {
- public:
-  Progress() : shown_(isatty(STDERR_FILENO) == 1) {}
-  ~Progress() { done(); }
-
-  void show(const std::string& line) {
-    if (!shown_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(500)) return;
-    last_ = now;
-    fprintf(stderr, "\r%-79s", line.c_str());
-    drawn_ = true;
-  }
-  void done() {
-    if (drawn_) fprintf(stderr, "\r%-79s\r", "");
-    drawn_ = false;
-  }
-
- private:
-  bool shown_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
-
-std::string rate_and_eta(uint64_t done, uint64_t total, double seconds, const char* unit) {
-  const double rate = seconds > 0 ? double(done) / seconds : 0;
-  std::string out = std::to_string(uint64_t(rate)) + " " + unit + "/s";
-  if (total > done && rate > 0) out += ", ETA " + std::to_string(uint64_t(double(total - done) / rate)) + " s";
-  return out;
-}
-
 struct RedisCommandOptions {
   RedisTarget target;
   std::string prefix = "fuzzy";
@@ -145,22 +113,19 @@ int run_import(const RedisCommandOptions& o) {
     options.digest_run_records = options.shingle_run_records = size_t(atoi(run));
   }
   RspamdRedisReader reader(options);
-  Progress progress;
   const auto start = std::chrono::steady_clock::now();
+  // SCAN walks every key of the database (DBSIZE), whatever its prefix.
+  ProgressMeter reading("import-rspamd-redis: reading", "keys", 0);
   const bool read_ok = reader.read(
       link,
       [&](const RedisImportStats& s) {
-        progress.show("read " + std::to_string(s.keys_scanned) + " of about " + std::to_string(s.db_keys) +
-                      " keys (" + std::to_string(s.digest_keys) + " digests), " +
-                      rate_and_eta(s.keys_scanned, s.db_keys, seconds_since(start), "keys"));
+        reading.set_total(s.db_keys);
+        reading.update(s.keys_scanned);
       },
       error);
-  if (!read_ok) {
-    progress.done();
-    return fail(error);
-  }
+  reading.finish();
+  if (!read_ok) return fail(error);
   if (reader.stats().digest_keys == 0) {
-    progress.done();
     return fail(link.target().name() + ": no digest under the prefix '" + o.prefix + "' (" +
                 std::to_string(reader.stats().keys_scanned) +
                 " keys matched it); check --prefix and --db: rspamd's default prefix is fuzzy");
@@ -169,19 +134,17 @@ int run_import(const RedisCommandOptions& o) {
 
   BatchWriter writer(env, o.batch);
   const uint64_t total = reader.stats().digest_keys;
-  const auto write_start = std::chrono::steady_clock::now();
+  ProgressMeter writing("import-rspamd-redis: writing", "records", total);
   std::string write_error;
   bool ok = reader.emit(
       [&](const FuzzyRecord& record) {
         if (!writer.add(record, write_error)) return false;
-        progress.show("wrote " + std::to_string(reader.stats().records) + " of " + std::to_string(total) +
-                      " records, " +
-                      rate_and_eta(reader.stats().records, total, seconds_since(write_start), "records"));
+        writing.advance();
         return true;
       },
       error);
   if (ok) ok = writer.flush(write_error);
-  progress.done();
+  writing.finish();
   if (!ok) {
     complain(write_error.empty() ? error : write_error);
     if (writer.written() == 0 && created) {
@@ -227,7 +190,7 @@ int run_export(const RedisCommandOptions& o) {
     return 1;
   }
   const uint64_t total = env.count(RecordType::fuzzy);
-  Progress progress;
+  ProgressMeter progress("export-rspamd-redis", "records", total);
   const auto start = std::chrono::steady_clock::now();
   std::string write_error;
   uint64_t undecodable = 0;
@@ -249,14 +212,12 @@ int run_export(const RedisCommandOptions& o) {
         // file: every 2048 records still let RSS reach 45 MiB on a 400k
         // database, every 256 keep it at 23 MiB for the same speed.
         if (writer.stats().records % 256 == 0) env.release_mapped_pages();
-        progress.show("exported " + std::to_string(writer.stats().records) + " of " + std::to_string(total) +
-                      " records, " +
-                      rate_and_eta(writer.stats().records, total, seconds_since(start), "records"));
+        progress.advance();
         return true;
       },
       error);
   if (ok && write_error.empty()) ok = writer.finish(write_error);
-  progress.done();
+  progress.finish();
   if (!ok || !write_error.empty()) {
     complain(write_error.empty() ? error : write_error);
     complain(link.target().name() + ": " + plural(writer.stats().written, "digest", "digests") +

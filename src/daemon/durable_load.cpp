@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/cpu.h"
 #include "common/log.h"
+#include "daemon/load_reporter.h"
 #include "persist/bucket_record_codec.h"
 #include "persist/counter_loader.h"
 #include "persist/fuzzy_loader.h"
@@ -29,13 +30,20 @@ void log_left_out(const char* what, uint64_t expired, const char* expired_becaus
 }
 
 bool load_fuzzy(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
-                FuzzyPending& expired, std::string& error) {
+                FuzzyPending& expired, const LoadStatus& status, std::string& error) {
   const unsigned threads =
       config.workers != 0 ? config.workers : static_cast<unsigned>(allowed_cpus().size());
   FuzzyLoadReport report;
-  if (!load_fuzzy_store(env, store, unix_seconds_now(), threads, expired, report, error)) {
-    return false;
+  FuzzyLoadProgress progress;
+  bool loaded;
+  {
+    LoadReporter reporter(progress, [&status](const std::string& line) {
+      LOG_INFO("%s", line.c_str());
+      if (status) status(line);
+    });
+    loaded = load_fuzzy_store(env, store, unix_seconds_now(), threads, expired, report, error, &progress);
   }
+  if (!loaded) return false;
   LOG_INFO("loaded %llu hashes (%llu index entries) from %s in %.2f s with %u thread(s)%s",
            static_cast<unsigned long long>(report.loaded),
            static_cast<unsigned long long>(report.shingles), config.hashfile.c_str(),
@@ -61,8 +69,9 @@ bool load_counters(LmdbEnvironment& env, CounterStore& store, CounterPending& ex
 }  // namespace
 
 bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
-                        CounterStore* counters, PendingChanges& first_sync, std::string& error) {
-  if (!load_fuzzy(config, env, store, first_sync.fuzzy, error)) return false;
+                        CounterStore* counters, PendingChanges& first_sync, const LoadStatus& status,
+                        std::string& error) {
+  if (!load_fuzzy(config, env, store, first_sync.fuzzy, status, error)) return false;
   return counters == nullptr || load_counters(env, *counters, first_sync.counters, error);
 }
 

@@ -3,6 +3,7 @@
 // was down become deletions for the first sync.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "config/config.h"
@@ -15,11 +16,16 @@
 
 namespace shingled {
 
+// Where a long load's progress goes every 10 s besides the log (systemd's
+// STATUS); may be empty.
+using LoadStatus = std::function<void(const std::string&)>;
+
 // `counters` may be null (no counter service: its records stay on disk
 // untouched). On success the counter store lists its changes from now on.
 // False, with `error`, when a read fails or live records do not fit.
 bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& store,
-                        CounterStore* counters, PendingChanges& first_sync, std::string& error);
+                        CounterStore* counters, PendingChanges& first_sync, const LoadStatus& status,
+                        std::string& error);
 
 // The per-network limit's buckets as the last sync saved them (the workers
 // keep those still alive); every saved record is deleted or rewritten at

@@ -492,7 +492,8 @@ int run(int argc, char** argv) {
   if (!allocate_counter_store(config, counters)) return 1;
   PendingChanges first_sync;
   manager.status("loading the database " + config.hashfile);
-  if (!load_durable_state(config, env, *store, counters.get(), first_sync, error)) {
+  if (!load_durable_state(config, env, *store, counters.get(), first_sync,
+                          [&manager](const std::string& line) { manager.status(line); }, error)) {
     return fail_with(error);
   }
   if (!start_dpdk_if_chosen(config)) return 1;

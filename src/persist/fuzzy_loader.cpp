@@ -57,6 +57,7 @@ struct SharedState {
   uint32_t now;
   unsigned threads;
   std::vector<uint8_t> owner;  // per shard: the loading thread that writes it
+  FuzzyLoadProgress* progress;  // nullptr: nobody watches
   std::atomic<uint64_t> loaded{0}, expired{0}, undecodable{0}, not_fitted{0}, shingles{0};
   // Pass 2: outbox[from][to], refilled every round.
   std::vector<std::vector<std::vector<IndexEntry>>> outbox;
@@ -88,9 +89,15 @@ void load_digests(SharedState& s, unsigned t) {
     n = 0;
   };
   std::string error;
+  // Every thread walks every record; thread 0's walk is the pass's progress.
+  FuzzyLoadProgress* const progress = t == 0 ? s.progress : nullptr;
+  uint64_t walked = 0;
   const bool ok = s.env.for_each(
       RecordType::fuzzy,
       [&](std::string_view key, std::string_view value) {
+        if (progress != nullptr && (++walked & 4095) == 0) {
+          progress->walked.store(walked, std::memory_order_relaxed);
+        }
         if (key.size() != kFuzzyDigestBytes) {
           if (t == 0) s.undecodable.fetch_add(1, std::memory_order_relaxed);
           return true;
@@ -144,9 +151,11 @@ void route_slice(SharedState& s, unsigned t, uint64_t slice, uint64_t slices) {
   std::string error;
   const std::string from = slice == 0 ? std::string() : slice_bound(slice, slices);
   const std::string to = slice_bound(slice + 1, slices);
+  uint64_t walked = 0;
   const bool ok = s.env.for_each_in_range(
       RecordType::fuzzy, from, to,
       [&](std::string_view key, std::string_view value) {
+        ++walked;
         if (key.size() != kFuzzyDigestBytes || value.size() < 2) return true;
         const size_t n_flags = uint8_t(value[1]);
         const size_t at = fuzzy_record_value_bytes(n_flags, false);  // just past the shingle flag
@@ -157,6 +166,7 @@ void route_slice(SharedState& s, unsigned t, uint64_t slice, uint64_t slices) {
         return true;
       },
       error);
+  if (s.progress != nullptr) s.progress->walked.fetch_add(walked, std::memory_order_relaxed);
   if (!ok) s.fail(error);
 }
 
@@ -201,12 +211,24 @@ void on_threads(unsigned threads, Fn fn) {
 }  // namespace
 
 bool load_fuzzy_store(LmdbEnvironment& env, FuzzyStore& store, uint32_t now, unsigned threads,
-                      FuzzyPending& expired, FuzzyLoadReport& report, std::string& error) {
+                      FuzzyPending& expired, FuzzyLoadReport& report, std::string& error,
+                      FuzzyLoadProgress* progress) {
   const auto started = std::chrono::steady_clock::now();
   threads = std::clamp(threads, 1u, std::min(store.shard_count(), 64u));
-  SharedState s{env, store, now, threads, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  SharedState s{env, store, now, threads, {}, progress, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   report = FuzzyLoadReport{};
   report.records = env.count(RecordType::fuzzy);
+  const auto enter_pass = [progress](unsigned pass) {
+    if (progress == nullptr) return;
+    if (pass != 3) progress->walked.store(0, std::memory_order_relaxed);  // 3 keeps pass 2's count
+    progress->pass_started_ns.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now().time_since_epoch()).count(),
+        std::memory_order_relaxed);
+    progress->pass.store(pass, std::memory_order_release);
+  };
+  if (progress != nullptr) progress->total.store(report.records, std::memory_order_relaxed);
+  enter_pass(1);
   for (unsigned shard = 0; shard < store.shard_count(); ++shard) {
     s.owner.push_back(uint8_t(shard % threads));
   }
@@ -214,6 +236,7 @@ bool load_fuzzy_store(LmdbEnvironment& env, FuzzyStore& store, uint32_t now, uns
   report.digest_seconds = seconds_since(started);
 
   const auto index_started = std::chrono::steady_clock::now();
+  enter_pass(2);
   if (s.error.empty()) {
     const uint64_t rounds =
         std::max<uint64_t>(1, (report.records + threads * kRecordsPerSlice - 1) /
@@ -224,6 +247,7 @@ bool load_fuzzy_store(LmdbEnvironment& env, FuzzyStore& store, uint32_t now, uns
     s.outbox.clear();
   }
   report.index_seconds = seconds_since(index_started);
+  enter_pass(3);
 
   report.loaded = s.loaded.load();
   report.expired = s.expired.load();

@@ -5,6 +5,7 @@
 // reference), then the shingles pointing at them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,15 @@
 #include "store/fuzzy_store.h"
 
 namespace shingled {
+
+// How far a load has got, for a reporter on another thread (the daemon logs
+// it every 10 s): records walked in the current pass, of `total`.
+struct FuzzyLoadProgress {
+  std::atomic<uint64_t> total{0};   // records in the database
+  std::atomic<unsigned> pass{0};    // 1 (records), 2 (shingle index); 0 before, 3 done
+  std::atomic<uint64_t> walked{0};  // records walked in this pass
+  std::atomic<int64_t> pass_started_ns{0};  // steady_clock, when this pass began
+};
 
 struct FuzzyLoadReport {
   uint64_t records = 0;      // in the database
@@ -30,7 +40,9 @@ struct FuzzyLoadReport {
 // `expired` as deletions. Fails, with `error`, on a read error or when live
 // records do not fit the store (max_hashes/max_memory too small); the store
 // is then partly filled and must not be served.
+// `progress`, when given, is kept up to date as the load runs.
 bool load_fuzzy_store(LmdbEnvironment& env, FuzzyStore& store, uint32_t now, unsigned threads,
-                      FuzzyPending& expired, FuzzyLoadReport& report, std::string& error);
+                      FuzzyPending& expired, FuzzyLoadReport& report, std::string& error,
+                      FuzzyLoadProgress* progress = nullptr);
 
 }  // namespace shingled

@@ -94,8 +94,13 @@ class Reader {
       : path_(path), db_(db), fn_(fn), stats_(stats) {}
 
   bool run(std::string& error) {
+    Stmt count;
+    int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM digests", -1, &count.stmt, nullptr);
+    if (rc == SQLITE_OK && sqlite3_step(count.stmt) == SQLITE_ROW) {
+      stats_.digest_rows_total = uint64_t(std::max<sqlite3_int64>(0, sqlite3_column_int64(count.stmt, 0)));
+    }
     Stmt digests;
-    int rc = sqlite3_prepare_v2(
+    rc = sqlite3_prepare_v2(
         db_, "SELECT id, flag, digest, value, time FROM digests ORDER BY digest, id", -1,
         &digests.stmt, nullptr);
     if (rc == SQLITE_OK) {

@@ -34,6 +34,7 @@ namespace shingled {
 // once (the row with the highest id wins for a repeated flag, at most 8
 // flags), first_write = the oldest time, last_write = the newest.
 struct RspamdSqliteStats {
+  uint64_t digest_rows_total = 0;    // rows in `digests`, counted before the read (progress)
   uint64_t digest_rows = 0;          // rows read from `digests`
   uint64_t records = 0;              // records handed to the callback
   uint64_t with_shingles = 0;        // ... with a complete set of 32 shingles

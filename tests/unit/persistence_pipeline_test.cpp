@@ -505,8 +505,12 @@ TEST_F(PersistTest, loading_restores_records_flags_times_and_the_shingle_index) 
     FuzzyStore store(small_store());
     FuzzyPending expired;
     FuzzyLoadReport report;
+    FuzzyLoadProgress progress;
     std::string error;
-    ASSERT_TRUE(load_fuzzy_store(env, store, now, threads, expired, report, error)) << error;
+    ASSERT_TRUE(load_fuzzy_store(env, store, now, threads, expired, report, error, &progress)) << error;
+    EXPECT_EQ(progress.pass.load(), 3u) << "the progress says the load is done";
+    EXPECT_EQ(progress.total.load(), 3002u);
+    EXPECT_EQ(progress.walked.load(), 3002u) << "pass 2's slices together walk every record once";
     EXPECT_EQ(report.records, 3002u);
     EXPECT_EQ(report.loaded, 3001u);
     EXPECT_EQ(report.expired, 1u);
