@@ -8,7 +8,7 @@ packages=(
   build-essential g++ meson ninja-build pkg-config
   liburing-dev liblmdb-dev libsodium-dev libxxhash-dev
   libsqlite3-dev sqlite3 nlohmann-json3-dev libhiredis-dev libsystemd-dev
-  libmicrohttpd-dev
+  libmicrohttpd-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev llvm
   rspamd redis-server iproute2 procps python3

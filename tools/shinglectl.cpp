@@ -21,6 +21,7 @@
 #include "shinglectl_ratelimit.h"
 #include "shinglectl_redis.h"
 #include "shinglectl_offline.h"
+#include "common/command_line.h"
 #include "wire/keypair_text.h"
 
 namespace {
@@ -160,14 +161,11 @@ int run_sync(const std::string& socket_path, bool wait, unsigned timeout_seconds
   return 1;
 }
 
-// The value of option argv[i] (advancing i), or nullptr after complaining.
-const char* option_value(int argc, char** argv, int& i) {
-  if (i + 1 >= argc) {
-    fprintf(stderr, "shinglectl: %s needs a value\n", argv[i]);
-    return nullptr;
-  }
-  return argv[++i];
-}
+constexpr shingled::CommandLineFlag kFlags[] = {
+    {"help", 'h', false},  {"version", 'v', false}, {"socket", 's', true}, {"db", 'd', true},
+    {"config", 'c', true}, {"output", 'o', true},   {"batch", 0, true},    {"json", 0, false},
+    {"no-wait", 0, false}, {"timeout", 0, true},
+};
 
 int usage_error(const std::string& message) {
   fprintf(stderr, "shinglectl: %s (shinglectl --help lists the commands and options)\n",
@@ -198,30 +196,27 @@ int main(int argc, char** argv) {
   bool batch_given = false, socket_given = false;
   bool no_wait = false, timeout_given = false;
   unsigned sync_timeout = 60;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
+  shingled::CommandLine line;
+  std::string parse_error;
+  if (!shingled::parse_command_line(argc, argv, kFlags, line, parse_error)) return usage_error(parse_error);
+  for (const auto& [a, value] : line.given) {
+    const char* v = value.c_str();
+    if (a == "help") {
       printf(kUsage, shingled::kRedisUsage, shingled::kCountersUsage, shingled::kRatelimitUsage);
       return 0;
-    } else if (a == "-v" || a == "--version") {
+    } else if (a == "version") {
       printf("shinglectl %s\n", SHINGLED_VERSION);
       return 0;
-    } else if (a == "-s" || a == "--socket") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "socket") {
       socket_path = v;
       socket_given = true;
-    } else if (a == "-d" || a == "--db") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "db") {
       db = v;
-    } else if (a == "-c" || a == "--config") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "config") {
       config_path = v;
-    } else if (a == "-o" || a == "--output") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "output") {
       offline.output = v;
-    } else if (a == "--batch") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "batch") {
       char* end = nullptr;
       errno = 0;
       const unsigned long long n = strtoull(v, &end, 10);
@@ -230,12 +225,11 @@ int main(int argc, char** argv) {
       }
       offline.batch = size_t(n);
       batch_given = true;
-    } else if (a == "--json") {
+    } else if (a == "json") {
       offline.json = true;
-    } else if (a == "--no-wait") {
+    } else if (a == "no-wait") {
       no_wait = true;
-    } else if (a == "--timeout") {
-      if ((v = option_value(argc, argv, i)) == nullptr) return 2;
+    } else if (a == "timeout") {
       char* end = nullptr;
       const unsigned long t = strtoul(v, &end, 10);
       if (*v < '0' || *v > '9' || *end != '\0' || t == 0 || t > 86400) {
@@ -243,14 +237,13 @@ int main(int argc, char** argv) {
       }
       sync_timeout = unsigned(t);
       timeout_given = true;
-    } else if (a == "-" || a[0] != '-') {
-      if (command.empty()) {
-        command = a;
-      } else {
-        arguments.push_back(a);
-      }
+    }
+  }
+  for (const std::string& word : line.words) {
+    if (command.empty()) {
+      command = word;
     } else {
-      return usage_error("unknown option '" + a + "'");
+      arguments.push_back(word);
     }
   }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "shingled/counters_client.h"
 
 namespace shingled {
@@ -135,30 +136,29 @@ int run_counters(int argc, char** argv) {
   uint64_t delta = 1, timeout_ms = 1000;
   bool json = false, delta_given = false;
   std::vector<ClientEntry> entries;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--server" || a == "--prefix" || a == "--delta" || a == "--timeout") {
-      if (!has_value) return usage(a + " needs a value");
-      const std::string v = argv[++i];
-      if (a == "--server") server = v;
-      if (a == "--prefix") prefix = v;
-      if (a == "--delta" && (!parse_u64(v, delta) || delta == 0 || delta > UINT32_MAX)) {
-        return usage("--delta needs a number 1..4294967295, not '" + v + "'");
-      }
-      if (a == "--timeout" && (!parse_u64(v, timeout_ms) || timeout_ms == 0 || timeout_ms > 60000)) {
-        return usage("--timeout needs milliseconds 1..60000, not '" + v + "'");
-      }
-      delta_given |= a == "--delta";
-    } else if (a == "--json") {
-      json = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage("unknown option '" + a + "' for counters " + sub);
-    } else {
-      ClientEntry e;
-      if (!parse_counter(a, e, error)) return usage(error);
-      entries.push_back(e);
+  static constexpr CommandLineFlag kFlags[] = {
+      {"server", 0, true}, {"prefix", 0, true}, {"delta", 0, true}, {"timeout", 0, true}, {"json", 0, false},
+  };
+  CommandLine line;
+  if (!parse_command_line(std::vector<std::string>(argv + 1, argv + argc), kFlags, line, error)) {
+    return usage(error + " for counters " + sub);
+  }
+  for (const auto& [a, v] : line.given) {
+    if (a == "server") server = v;
+    if (a == "prefix") prefix = v;
+    if (a == "delta" && (!parse_u64(v, delta) || delta == 0 || delta > UINT32_MAX)) {
+      return usage("--delta needs a number 1..4294967295, not '" + v + "'");
     }
+    if (a == "timeout" && (!parse_u64(v, timeout_ms) || timeout_ms == 0 || timeout_ms > 60000)) {
+      return usage("--timeout needs milliseconds 1..60000, not '" + v + "'");
+    }
+    delta_given |= a == "delta";
+    json |= a == "json";
+  }
+  for (const std::string& word : line.words) {
+    ClientEntry e;
+    if (!parse_counter(word, e, error)) return usage(error);
+    entries.push_back(e);
   }
   if (prefix.empty() || prefix.size() > counters::kMaxPrefix) {
     return usage("counters " + sub + " needs --prefix NAME (1..64 bytes)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shingled/ratelimit_client.h"
+#include "common/command_line.h"
 #include "default_paths.h"
 #include "shinglectl_ratelimit_admin.h"
 #include "store/ratelimit_rules.h"
@@ -105,49 +106,45 @@ int run_ratelimit(int argc, char** argv) {
   m.phase = ratelimit::kCheck;
   bool json = false, from_given = false;
   double burst = -1, leak = -1, timeout_ms = 1000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool valued = a == "--server" || a == "--rcpt" || a == "--from" || a == "--ip" ||
-                        a == "--user" || a == "--burst" || a == "--leak" || a == "--timeout" ||
-                        a == "--key" || a == "--prefix" || a == "--socket" || a == "-n" ||
-                        a == "--count" || a == "--last";
-    if (valued && i + 1 >= argc) return usage(a + " needs a value");
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--rspamd-key") {
-      rspamd_key = true;
-    } else if (a == "--bounce") {
+  static constexpr CommandLineFlag kFlags[] = {
+      {"server", 0, true}, {"rcpt", 0, true},    {"from", 0, true},       {"ip", 0, true},
+      {"user", 0, true},   {"burst", 0, true},   {"leak", 0, true},       {"timeout", 0, true},
+      {"key", 0, true},    {"prefix", 0, true},  {"socket", 0, true},     {"count", 'n', true},
+      {"last", 0, true},   {"json", 0, false},   {"rspamd-key", 0, false}, {"bounce", 0, false},
+  };
+  CommandLine line;
+  if (!parse_command_line(std::vector<std::string>(argv + 1, argv + argc), kFlags, line, error)) {
+    return usage(error + " for ratelimit " + sub);
+  }
+  for (const auto& [a, v] : line.given) {
+    if (a == "json") json = true;
+    if (a == "rspamd-key") rspamd_key = true;
+    if (a == "bounce") {
       m.sender.clear();
       from_given = true;
-    } else if (!valued && !a.empty() && a[0] == '-') {
-      return usage("unknown option '" + a + "' for ratelimit " + sub);
-    } else if (!valued) {
-      if (!key.empty()) return usage("ratelimit " + sub + " takes one KEY");
-      key = a;
-    } else {
-      const std::string v = argv[++i];
-      if (a == "--server") server = v;
-      if (a == "--rcpt") m.rcpts.push_back(v);
-      if (a == "--from") {
-        m.sender = v;
-        from_given = true;
-      }
-      if (a == "--ip") m.ip = v;
-      if (a == "--user") m.user = v;
-      if (a == "--key") pubkey = v;
-      if (a == "--prefix") prefix = v;
-      if (a == "--socket") socket_path = v;
-      if ((a == "-n" || a == "--count" || a == "--last") &&
-          (!parse_number(v, count) || count < 1 || count > 1000 || count != double(int(count)))) {
-        return usage(a + ": a count of 1..1000, not '" + v + "'");
-      }
-      if ((a == "--burst" && (!parse_number(v, burst) || burst <= 0)) ||
-          (a == "--leak" && !parse_number(v, leak)) ||
-          (a == "--timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
-        return usage(a + ": bad number '" + v + "'");
-      }
+    }
+    if (a == "server") server = v;
+    if (a == "rcpt") m.rcpts.push_back(v);
+    if (a == "from") {
+      m.sender = v;
+      from_given = true;
+    }
+    if (a == "ip") m.ip = v;
+    if (a == "user") m.user = v;
+    if (a == "key") pubkey = v;
+    if (a == "prefix") prefix = v;
+    if (a == "socket") socket_path = v;
+    if ((a == "count" || a == "last") &&
+        (!parse_number(v, count) || count < 1 || count > 1000 || count != double(int(count)))) {
+      return usage("--" + a + ": a count of 1..1000, not '" + v + "'");
+    }
+    if ((a == "burst" && (!parse_number(v, burst) || burst <= 0)) || (a == "leak" && !parse_number(v, leak)) ||
+        (a == "timeout" && (!parse_number(v, timeout_ms) || timeout_ms < 1 || timeout_ms > 60000))) {
+      return usage("--" + a + ": bad number '" + v + "'");
     }
   }
+  if (line.words.size() > 1) return usage("ratelimit " + sub + " takes one KEY");
+  if (!line.words.empty()) key = line.words[0];
   m.has_sender = from_given;
   if (sub == "check" && (m.rcpts.empty() || !key.empty())) {
     return usage("ratelimit check needs --rcpt (and takes no KEY)");

@@ -13,6 +13,7 @@
 
 #include "config/config_loader.h"
 #include "config/ucl_values.h"
+#include "common/command_line.h"
 #include "common/progress.h"
 #include "common/text_file.h"
 #include "migrate/redis_link.h"
@@ -247,47 +248,63 @@ int run_rspamd_redis(const char* command, int argc, char** argv) {
   RedisCommandOptions o;
   std::string address, password_file, password, db_dir;
   bool password_given = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    const bool takes_value = a == "--redis" || a == "--db" || a == "--user" || a == "--password" ||
-                             a == "--password-file" || a == "--prefix" || a == "--db-dir" || a == "--config" ||
-                             a == "-c" || a == "--expire" || a == "--timeout" || a == "--batch" || a == "--layout";
-    if (takes_value && (v = value()) == nullptr) return usage(a + " needs a value");
+  // Both commands' options, and those of one only (--batch: import;
+  // --layout and --merge: export).
+  static constexpr CommandLineFlag kImportFlags[] = {
+      {"redis", 0, true},   {"db", 0, true},      {"user", 0, true},   {"password", 0, true},
+      {"password-file", 0, true}, {"prefix", 0, true}, {"db-dir", 0, true}, {"config", 'c', true},
+      {"expire", 0, true},  {"timeout", 0, true}, {"help", 'h', false}, {"batch", 0, true},
+  };
+  static constexpr CommandLineFlag kExportFlags[] = {
+      {"redis", 0, true},   {"db", 0, true},      {"user", 0, true},   {"password", 0, true},
+      {"password-file", 0, true}, {"prefix", 0, true}, {"db-dir", 0, true}, {"config", 'c', true},
+      {"expire", 0, true},  {"timeout", 0, true}, {"help", 'h', false}, {"layout", 0, true},
+      {"merge", 0, false},
+  };
+  CommandLine line;
+  std::string parse_error;
+  if (!parse_command_line(std::vector<std::string>(argv, argv + argc),
+                          import ? std::span<const CommandLineFlag>(kImportFlags)
+                                 : std::span<const CommandLineFlag>(kExportFlags),
+                          line, parse_error)) {
+    return usage(parse_error + " for " + command);
+  }
+  if (!line.words.empty()) return usage("'" + line.words[0] + "' is not an option of " + command);
+  for (const auto& [a, value] : line.given) {
+    const char* v = value.c_str();
     unsigned long long n = 0;
-    if (a == "--redis") {
+    if (a == "redis") {
       address = v;
-    } else if (a == "--db") {
+    } else if (a == "db") {
       if (!parse_number(v, 1u << 20, n)) return usage(std::string("--db needs a Redis database number, not '") + v + "'");
       o.target.db = unsigned(n);
-    } else if (a == "--user") {
+    } else if (a == "user") {
       o.target.user = v;
-    } else if (a == "--password") {
+    } else if (a == "password") {
       password = v;
       password_given = true;
-    } else if (a == "--password-file") {
+    } else if (a == "password-file") {
       password_file = v;
-    } else if (a == "--prefix") {
+    } else if (a == "prefix") {
       if (*v == '\0') return usage("--prefix needs a non-empty prefix (rspamd's default is fuzzy)");
       o.prefix = v;
-    } else if (a == "--db-dir") {
+    } else if (a == "db-dir") {
       db_dir = v;
-    } else if (a == "--config" || a == "-c") {
+    } else if (a == "config") {
       o.config_path = v;
-    } else if (a == "--expire") {
+    } else if (a == "expire") {
       std::string why;
       if (!ucl_to_duration(v, o.expire_seconds, why) || o.expire_seconds == 0) {
         return usage("--expire: " + (why.empty() ? std::string("must be more than 0") : why));
       }
       o.expire_given = true;
-    } else if (a == "--timeout") {
+    } else if (a == "timeout") {
       if (!parse_number(v, 86400, n) || n == 0) return usage(std::string("--timeout needs seconds 1..86400, not '") + v + "'");
       o.target.timeout_seconds = unsigned(n);
-    } else if (a == "--batch" && import) {
+    } else if (a == "batch") {
       if (!parse_number(v, 100000000, n) || n == 0) return usage(std::string("--batch needs a number 1..100000000, not '") + v + "'");
       o.batch = size_t(n);
-    } else if (a == "--layout" && !import) {
+    } else if (a == "layout") {
       if (std::strcmp(v, "3.4") == 0) {
         o.layout = RspamdRedisLayout::v3_4;
       } else if (std::strcmp(v, "current") == 0) {
@@ -295,13 +312,11 @@ int run_rspamd_redis(const char* command, int argc, char** argv) {
       } else {
         return usage(std::string("--layout is 3.4 or current, not '") + v + "'");
       }
-    } else if (a == "--merge" && !import) {
+    } else if (a == "merge") {
       o.merge = true;
-    } else if (a == "-h" || a == "--help") {
+    } else if (a == "help") {
       fputs(kRedisUsage, stdout);
       return 0;
-    } else {
-      return usage("'" + a + "' is not an option of " + command);
     }
   }
   if (address.empty()) return usage(std::string(command) + " needs --redis HOST:PORT");

@@ -20,6 +20,7 @@
 #include "common/cpu.h"
 #include "common/log.h"
 #include "config/config_loader.h"
+#include "common/command_line.h"
 #include "config/option_conf_file.h"
 #include "config/option_manual.h"
 #include "config/option_table.h"
@@ -74,55 +75,55 @@ struct Options {
   LogLevel level = LogLevel::info;
 };
 
+constexpr CommandLineFlag kFlags[] = {
+    {"help", 'h', false},           {"version", 'v', false},     {"config", 'c', true},
+    {"check-config", 't', false},   {"log-level", 'l', true},    {"help-config", 0, true, true},
+};
+
 // Returns -1 to continue, else the exit code.
 int parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* what) -> const char* {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "shingled: %s needs %s\n", a.c_str(), what);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
+  CommandLine line;
+  std::string error;
+  if (!parse_command_line(argc, argv, kFlags, line, error)) {
+    fprintf(stderr, "shingled: %s\n\n%s", error.c_str(), kUsage);
+    return 2;
+  }
+  if (!line.words.empty()) {
+    fprintf(stderr, "shingled: unexpected argument '%s'\n\n%s", line.words[0].c_str(), kUsage);
+    return 2;
+  }
+  for (const auto& [a, v] : line.given) {
+    if (a == "help") {
       fputs(kUsage, stdout);
       return 0;
-    } else if (a == "--help-config") {
-      fputs(render_option_listing().c_str(), stdout);
-      return 0;
-    } else if (a == "--help-config=man") {
-      fputs(render_config_manual().c_str(), stdout);  // shingled.conf(5)
-      return 0;
-    } else if (a == "--help-config=conf") {
-      fputs(render_config_file().c_str(), stdout);  // the package's /etc/shingled/shingled.conf
-      return 0;
-    } else if (a == "-v" || a == "--version") {
-      printf("shingled %s\n", SHINGLED_VERSION);
-      return 0;
-    } else if (a == "-c" || a == "--config") {
-      const char* v = value("a file name");
-      if (!v) return 2;
-      o.config_path = v;
-    } else if (a.rfind("--config=", 0) == 0) {
-      o.config_path = a.substr(9);
-    } else if (a == "-t" || a == "--check-config") {
-      o.check_only = true;
-    } else if (a == "-l" || a == "--log-level") {
-      const char* v = value("a level");
-      if (!v) return 2;
-      const std::string l = v;
-      if (l == "debug") o.level = LogLevel::debug;
-      else if (l == "info") o.level = LogLevel::info;
-      else if (l == "warning" || l == "warn") o.level = LogLevel::warn;
-      else if (l == "error") o.level = LogLevel::error;
-      else {
-        fprintf(stderr, "shingled: unknown log level '%s'\n", v);
+    } else if (a == "help-config") {
+      if (v.empty()) {
+        fputs(render_option_listing().c_str(), stdout);
+      } else if (v == "man") {
+        fputs(render_config_manual().c_str(), stdout);  // shingled.conf(5)
+      } else if (v == "conf") {
+        fputs(render_config_file().c_str(), stdout);  // the package's /etc/shingled/shingled.conf
+      } else {
+        fprintf(stderr, "shingled: --help-config takes man or conf, not '%s'\n", v.c_str());
         return 2;
       }
-    } else {
-      fprintf(stderr, "shingled: unknown argument '%s'\n\n%s", a.c_str(), kUsage);
-      return 2;
+      return 0;
+    } else if (a == "version") {
+      printf("shingled %s\n", SHINGLED_VERSION);
+      return 0;
+    } else if (a == "config") {
+      o.config_path = v;
+    } else if (a == "check-config") {
+      o.check_only = true;
+    } else if (a == "log-level") {
+      if (v == "debug") o.level = LogLevel::debug;
+      else if (v == "info") o.level = LogLevel::info;
+      else if (v == "warning" || v == "warn") o.level = LogLevel::warn;
+      else if (v == "error") o.level = LogLevel::error;
+      else {
+        fprintf(stderr, "shingled: unknown log level '%s'\n", v.c_str());
+        return 2;
+      }
     }
   }
   return -1;

@@ -183,7 +183,7 @@ expect_run "an unreachable Redis" 1 "cannot connect" \
 expect_run "--redis is required" 2 "needs --redis" "$ctl" import-rspamd-redis --db-dir none
 expect_run "a bad --layout" 2 "--layout is 3.4 or current" \
   "$ctl" export-rspamd-redis --redis "127.0.0.1:$port" --layout 4.0
-expect_run "--merge is export's" 2 "'--merge' is not an option of import-rspamd-redis" \
+expect_run "--merge is export's" 2 "unknown option --merge for import-rspamd-redis" \
   "$ctl" import-rspamd-redis --redis "127.0.0.1:$port" --merge
 
 # The writer lock, as a daemon holds it.

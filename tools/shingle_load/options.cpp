@@ -1,6 +1,6 @@
-// Command-line parsing for shingle-load (see options.h). Options may come
-// before or after the mode; "--name value", "--name=value" and "-x value"
-// are all accepted. Every check that can be made without the network is
+// Command-line parsing for shingle-load (see options.h). CLI11 lexes it
+// (common/command_line.h): options may come before or after the mode;
+// "--name value", "--name=value" and "-x value" are all accepted. Every check that can be made without the network is
 // made here, so a bad command line never sends a packet.
 #include "shingle_load/options.h"
 
@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/command_line.h"
 #include "wire/base32.h"
 
 namespace shingled::load {
@@ -55,13 +56,7 @@ bool parse_unsigned(const std::string& text, unsigned lo, unsigned hi, unsigned&
   return true;
 }
 
-struct Flag {
-  const char* name;
-  char short_name;
-  bool takes_value;
-};
-
-constexpr Flag kFlags[] = {
+constexpr CommandLineFlag kFlags[] = {
     {"server", 's', true},     {"pubkey", 'k', true},      {"server-pid", 'p', true},
     {"stored", 0, true},       {"first", 0, true},         {"mix", 0, true},
     {"near-shared", 0, true},  {"zipf", 0, true},          {"ratio", 0, true},
@@ -120,20 +115,6 @@ bool parse_service_mode(const std::vector<std::string>& positional, Options& o, 
     return false;
   }
   return true;
-}
-
-const Flag* find_flag(const std::string& name) {
-  for (const Flag& f : kFlags) {
-    if (name == f.name) return &f;
-  }
-  return nullptr;
-}
-
-const Flag* find_short(char c) {
-  for (const Flag& f : kFlags) {
-    if (f.short_name == c) return &f;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -353,56 +334,17 @@ struct Given {
   }
 };
 
-// Applies every flag in order and collects the positional words (the mode
-// and its argument).
+// Applies every flag in order (CLI11 lexes the command line) and collects
+// the positional words (the mode and its argument).
 ParseResult read_command_line(int argc, char** argv, Options& o, std::vector<std::string>& positional,
                               Given& given, std::string& error) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) positional.push_back(argv[i]);
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      positional.push_back(arg);
-      continue;
-    }
-    const Flag* flag = nullptr;
-    std::string value;
-    bool has_value = false;
-    if (arg[1] == '-') {
-      const size_t eq = arg.find('=');
-      flag = find_flag(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        has_value = true;
-      }
-    } else {
-      flag = find_short(arg[1]);
-      if (arg.size() > 2) {
-        value = arg.substr(2);
-        has_value = true;
-      }
-    }
-    if (flag == nullptr) {
-      error = "unknown option " + arg;
-      return ParseResult::error;
-    }
-    const std::string name = flag->name;
-    if (!flag->takes_value && has_value) {
-      error = "--" + name + " takes no value";
-      return ParseResult::error;
-    }
-    if (flag->takes_value && !has_value) {
-      if (i + 1 >= argc) {
-        error = "--" + name + " needs a value";
-        return ParseResult::error;
-      }
-      value = argv[++i];
-    }
+  CommandLine line;
+  if (!parse_command_line(argc, argv, kFlags, line, error)) return ParseResult::error;
+  for (const auto& [name, value] : line.given) {
     given.names.push_back(name);
     if (const ParseResult r = apply_flag(name, value, o, error); r != ParseResult::run) return r;
   }
+  positional = std::move(line.words);
   return ParseResult::run;
 }
 
