@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/replay_guard.h"
 #include "persist/change_feed.h"
 
 namespace shingled {
@@ -81,20 +82,9 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
   const PeerKey key = increments ? peer_key(p.peer) : PeerKey{};
   const uint64_t fingerprint = increments ? request_fingerprint(p.data, p.len) : 0;
   const int64_t now_ms = int64_t(now.monotonic_ms());
-  if (increments) {
-    const uint8_t* cached = nullptr;
-    size_t cached_len = 0;
-    switch (cache_.begin(key, req.tag, fingerprint, now_ms, cached, cached_len)) {
-      case ReplyCache::Lookup::answered:
-        stats_.counter_replayed.add();
-        link_.replies.send(p, cached, cached_len);
-        return;
-      case ReplyCache::Lookup::in_flight:
-        stats_.counter_resends_dropped.add();
-        return;
-      case ReplyCache::Lookup::fresh:
-        break;
-    }
+  if (increments && !admit_once(cache_, link_.replies, p, key, req.tag, fingerprint, now_ms,
+                                 stats_.counter_replayed, stats_.counter_resends_dropped)) {
+    return;
   }
   const uint16_t slot = router_.begin(now.monotonic_ms());
   if (slot == router_.kNoSlot) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/replay_guard.h"
 #include "persist/change_feed.h"
 
 namespace shingled {
@@ -80,20 +81,9 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   const PeerKey key = peer_key(p.peer);
   const uint64_t fingerprint = request_fingerprint(p.data, p.len);
   const bool cached_request = changes_state(request_);
-  if (cached_request) {
-    const uint8_t* cached = nullptr;
-    size_t cached_len = 0;
-    switch (cache_.begin(key, request_.id, fingerprint, now, cached, cached_len)) {
-      case ReplyCache::Lookup::answered:
-        stats_.ratelimit_replayed.add();
-        link_.replies.send(p, cached, cached_len);
-        return;
-      case ReplyCache::Lookup::in_flight:
-        stats_.ratelimit_resends_dropped.add();
-        return;
-      case ReplyCache::Lookup::fresh:
-        break;
-    }
+  if (cached_request && !admit_once(cache_, link_.replies, p, key, request_.id, fingerprint, now,
+                                     stats_.ratelimit_replayed, stats_.ratelimit_resends_dropped)) {
+    return;
   }
   const uint16_t slot = router_.begin(uint64_t(now));
   if (slot == router_.kNoSlot) {
@@ -198,7 +188,7 @@ void RatelimitHandler::build_keyed_calls(Pending& pc) {
       Call& c = pc.calls.emplace_back();
       c.call.id = store.id_of(spec.key.data(), spec.key.size());
       bool factors_dropped = false;
-      c.call.params = service_.spec_params(spec, factors_dropped);
+      c.call.params = service_.spec_params(spec, factors_dropped, factors_hint_);
       if (factors_dropped) stats_.ratelimit_factor_sets_full.add();
       c.call.cost = spec.cost;
       c.call.op = first_pass_op(pc.phase[m], (item.reservation_mask >> b) & 1);

@@ -115,6 +115,7 @@ class RatelimitHandler final : public ServiceHandler {
   ratelimit::Request recheck_;           // note_limited(): a request decoded again
   ratelimit::MessageResult message_results_[ratelimit::kMaxMessages];
   MessageBuckets buckets_;               // derivation scratch (~40 KB)
+  const DynamicFactors* factors_hint_ = nullptr;  // the last own factors interned (spec_params)
   OwnedShardCursor sweep_;
   uint64_t upkeep_ticks_ = 0;
   uint64_t report_epoch_ = 0;

@@ -30,7 +30,8 @@ BucketParams RatelimitService::item_params(const ratelimit::BucketItem& item) co
 }
 
 BucketParams RatelimitService::spec_params(const ratelimit::BucketSpec& spec,
-                                           bool& own_factors_dropped) {
+                                           bool& own_factors_dropped,
+                                           const DynamicFactors*& factors_hint) {
   BucketParams p;
   p.burst = spec.burst;
   p.rate_per_ms = spec.rate / 1000;
@@ -44,7 +45,7 @@ BucketParams RatelimitService::spec_params(const ratelimit::BucketSpec& spec,
     if (spec.flags & ratelimit::kSpecOwnFactors) {
       const double* f = spec.factors;  // wire order: ham rate, spam rate, ham burst, spam burst, limits
       const DynamicFactors own{f[1], f[3], f[0], f[2], f[4], f[5]};
-      if (const DynamicFactors* kept = factor_sets_.intern(own)) {
+      if (const DynamicFactors* kept = factor_sets_.intern(own, factors_hint)) {
         p.dynamic = kept;
       } else {
         own_factors_dropped = true;

@@ -47,7 +47,10 @@ class RatelimitService {
   // arithmetic; its own expiry and dynamic factors, else the config's.
   // `own_factors_dropped` is set when its own set found the registry full
   // (the config's factors are used).
-  BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped);
+  // `factors_hint`: the calling worker's last interned own factors
+  // (DynamicFactorRegistry::intern), kept by the caller between calls.
+  BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped,
+                           const DynamicFactors*& factors_hint);
 
   // The buckets that refused lately (shinglectl ratelimit top).
   LimitedLog& limited() { return limited_; }

@@ -19,6 +19,14 @@ const DynamicFactors* DynamicFactorRegistry::find(const DynamicFactors& f, size_
   return nullptr;
 }
 
+const DynamicFactors* DynamicFactorRegistry::intern(const DynamicFactors& f,
+                                                    const DynamicFactors*& hint) {
+  if (hint != nullptr && same(*hint, f)) return hint;
+  const DynamicFactors* kept = intern(f);
+  if (kept != nullptr) hint = kept;
+  return kept;
+}
+
 const DynamicFactors* DynamicFactorRegistry::intern(const DynamicFactors& f) {
   const size_t seen = published_.load(std::memory_order_acquire);
   if (const DynamicFactors* known = find(f, 0, seen)) return known;

@@ -23,6 +23,10 @@ class DynamicFactorRegistry {
   // The kept copy of `f` (registered if new), or nullptr when full. Any
   // thread; lock-free when the set is already known.
   const DynamicFactors* intern(const DynamicFactors& f);
+  // The same, trying `hint` (the caller's last result, or nullptr) before
+  // the scan and leaving the result in it: a client sends the same few sets
+  // again and again, so one worker's next lookup is mostly its last.
+  const DynamicFactors* intern(const DynamicFactors& f, const DynamicFactors*& hint);
   size_t size() const { return published_.load(std::memory_order_acquire); }
 
  private:
