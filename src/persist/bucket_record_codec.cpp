@@ -54,8 +54,12 @@ bool decode_bucket_record(std::string_view value, BucketState& s, int64_t& drop_
   s.dyn_burst = int32_t(load_le32(p + 37));
   drop_at_ms = int64_t(load_le64(p + 41));
   // Written so that NaN fails: a damaged record must not poison a bucket.
+  // Times are Unix milliseconds from 1970 to kMaxRecordTimeMs: the bucket
+  // arithmetic adds and subtracts them, which a damaged 2^63 would overflow.
+  const auto sane_time = [](int64_t ms) { return ms >= 0 && ms <= kMaxRecordTimeMs; };
   return s.level >= 0 && s.level <= 1e18 && s.pending >= 0 && s.pending <= 1e18f &&
-         s.pending_old >= 0 && s.pending_old <= 1e18f && s.dyn_rate > 0 && s.dyn_burst > 0;
+         s.pending_old >= 0 && s.pending_old <= 1e18f && s.dyn_rate > 0 && s.dyn_burst > 0 &&
+         sane_time(s.last_ms) && sane_time(s.pending_epoch_ms) && sane_time(drop_at_ms);
 }
 
 }  // namespace shingled

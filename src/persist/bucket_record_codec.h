@@ -20,6 +20,9 @@ namespace shingled {
 
 inline constexpr std::string_view kBucketSecretKey = "secret";
 inline constexpr size_t kBucketRecordSize = 49;
+// The latest time a record may hold (Unix ms, the year 5138): later ones,
+// and negative ones, are damage.
+inline constexpr int64_t kMaxRecordTimeMs = 100'000'000'000'000;
 
 std::string bucket_record_key(const BucketId& id);
 // False for a key that names no bucket (the secret record, anything else).
@@ -27,7 +30,8 @@ bool bucket_id_from_key(std::string_view key, BucketId& id);
 
 std::string encode_bucket_record(const BucketState& state, int64_t drop_at_ms);
 // False unless `value` is a record of this version with a sane state
-// (finite, non-negative level and reservations; multipliers > 0).
+// (finite, non-negative level and reservations; multipliers > 0; times in
+// 0..kMaxRecordTimeMs).
 bool decode_bucket_record(std::string_view value, BucketState& state, int64_t& drop_at_ms);
 
 }  // namespace shingled

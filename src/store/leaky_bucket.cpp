@@ -169,12 +169,18 @@ int64_t bucket_empty_at(const BucketState& s, const BucketParams& p) {
     const double rate = rate_of(s, p);
     if (rate <= 0) return INT64_MAX;
     const double ms = std::ceil(s.level / rate);
-    if (ms >= double(INT64_MAX - s.last_ms)) return INT64_MAX;
+    // In doubles: an int64 difference could overflow for any last_ms.
+    if (ms >= double(INT64_MAX) - double(s.last_ms)) return INT64_MAX;
     at = s.last_ms + int64_t(ms);
   }
   if (pending_of(s) > 0) {
     if (p.pending_lease_ms <= 0) return INT64_MAX;
-    at = std::max(at, s.pending_epoch_ms + 2 * p.pending_lease_ms);
+    int64_t lease_end;
+    if (__builtin_mul_overflow(p.pending_lease_ms, int64_t(2), &lease_end) ||
+        __builtin_add_overflow(lease_end, s.pending_epoch_ms, &lease_end)) {
+      return INT64_MAX;
+    }
+    at = std::max(at, lease_end);
   }
   return at;
 }

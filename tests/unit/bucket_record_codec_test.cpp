@@ -40,6 +40,15 @@ TEST(BucketRecordCodec, records_round_trip_and_damaged_ones_are_refused) {
   std::memcpy(bad.data() + 1, &nan, 8);
   EXPECT_FALSE(decode_bucket_record(bad, d, drop)) << "a NaN level";
   EXPECT_FALSE(decode_bucket_record(v.substr(1), d, drop));
+  // Times out of 0..kMaxRecordTimeMs (found by fuzz_bucket_record: a
+  // negative last_ms overflowed bucket_empty_at).
+  for (const size_t at : {size_t(9), size_t(25), size_t(41)}) {
+    for (const int64_t t : {int64_t(-1), INT64_MIN, kMaxRecordTimeMs + 1, INT64_MAX}) {
+      bad = v;
+      std::memcpy(bad.data() + at, &t, 8);
+      EXPECT_FALSE(decode_bucket_record(bad, d, drop)) << "time " << t << " at byte " << at;
+    }
+  }
   BucketId id = id_of("k"), back;
   ASSERT_TRUE(bucket_id_from_key(bucket_record_key(id), back));
   EXPECT_EQ(back, id);

@@ -368,6 +368,23 @@ TEST(LeakyBucket, reservations_lapse_after_one_to_two_leases) {
   EXPECT_EQ(bucket_empty_at(s, p), std::max<int64_t>(12'000 + 2 * 10'000, 12'000 + 2'000));
 }
 
+TEST(LeakyBucket, empty_at_saturates_instead_of_overflowing) {
+  // Run under UBSan in scripts/test.sh: any signed overflow here aborts.
+  BucketParams p = params(3, kRate, BucketArithmetic::rspamd);
+  BucketState s = new_bucket(INT64_MIN + 5);
+  s.level = 2;
+  EXPECT_EQ(bucket_empty_at(s, p), INT64_MIN + 5 + int64_t(std::ceil(2 / kRate)));
+  s.last_ms = INT64_MAX - 5;
+  EXPECT_EQ(bucket_empty_at(s, p), INT64_MAX);
+  s.level = 0;
+  s.pending = 1;
+  s.pending_epoch_ms = INT64_MAX - 5;
+  EXPECT_EQ(bucket_empty_at(s, p), INT64_MAX);
+  p.pending_lease_ms = INT64_MAX / 2 + 1;
+  s.pending_epoch_ms = 0;
+  EXPECT_EQ(bucket_empty_at(s, p), INT64_MAX);
+}
+
 TEST(LeakyBucket, release_never_goes_below_zero) {
   const BucketParams p = params(3, kRate, BucketArithmetic::shingled);
   BucketState s = new_bucket(0);
