@@ -22,6 +22,16 @@ enum class IoBackendKind { uring, recvmmsg, dpdk };
 // storages answered to both, which 3.4-3.9 clients show as FUZZY_BLOCKED.
 enum class FuzzyReplyCodes : uint8_t { current, legacy };
 
+// How the DPDK backend gets one queue pair per worker (dpdk_rss):
+//   auto    the port's RSS where it hashes UDP over IPv4, else one queue
+//           pair and one worker (safe on any port);
+//   port    the port's RSS, required: start-up fails on a port without it;
+//   spread  as many queue pairs as workers (up to what the port has) with
+//           no RSS asked of the port, because something else spreads the
+//           flows: net_af_packet's kernel fanout (qpairs=N), a memif peer
+//           that picks the queue by a hash of the 4-tuple.
+enum class DpdkRss : uint8_t { auto_, port, spread };
+
 // An IPv4 address the DPDK backend answers for, with the length of its
 // subnet's prefix (`dpdk_addresses = ["10.0.0.2/24"]`; /32 when omitted).
 struct InterfaceAddress {
@@ -171,6 +181,8 @@ struct Config {
   int dpdk_ports_line = 0;
   std::vector<InterfaceAddress> dpdk_addresses;
   int dpdk_addresses_line = 0;
+  DpdkRss dpdk_rss = DpdkRss::auto_;
+  int dpdk_rss_line = 0;
 
   // Daemon.
   bool strict_config = false;

@@ -77,6 +77,24 @@ bool apply_reply_codes(const UclNode& m, OptionParser& p) {
   return true;
 }
 
+bool apply_dpdk_rss(const UclNode& m, OptionParser& p) {
+  Config& c = p.config();
+  if (m.text == "auto") {
+    c.dpdk_rss = DpdkRss::auto_;
+  } else if (m.text == "port") {
+    c.dpdk_rss = DpdkRss::port;
+  } else if (m.text == "spread") {
+    c.dpdk_rss = DpdkRss::spread;
+  } else {
+    return p.fail(m.line, "dpdk_rss: '" + m.text + "' is not \"auto\" (the port's RSS where it has "
+                                                   "it, else one queue), \"port\" (its RSS, required) "
+                                                   "or \"spread\" (one queue per worker, spread by "
+                                                   "the port's peer or driver)");
+  }
+  c.dpdk_rss_line = m.line;
+  return true;
+}
+
 bool apply_control_socket(const UclNode& m, OptionParser& p) {
   if (m.text.empty()) return p.fail(m.line, "control_socket: the path is empty");
   if (m.text.size() > kMaxUnixPath) {
@@ -452,6 +470,15 @@ std::string show_workers(const Config& c) {
 std::string show_io(const Config& c) {
   return c.io == IoBackendKind::uring ? "uring" : c.io == IoBackendKind::recvmmsg ? "recvmmsg" : "dpdk";
 }
+std::string show_dpdk_rss(const Config& c) {
+  switch (c.dpdk_rss) {
+    case DpdkRss::port: return "port";
+    case DpdkRss::spread: return "spread";
+    case DpdkRss::auto_: break;
+  }
+  return "auto";
+}
+
 std::string show_reply_codes(const Config& c) {
   return c.reply_codes == FuzzyReplyCodes::current ? "current" : "legacy";
 }
@@ -640,6 +667,12 @@ const OptionRow kRows[] = {
     {"dpdk_addresses", {}, OptionKind::words, 0, 0, nullptr, "(none; required with io = dpdk)",
      "io = dpdk: the IPv4 addresses the appliance owns, with their subnet (\"10.0.0.2/24\")", {},
      apply_dpdk_addresses, show_dpdk_addresses},
+    {"dpdk_rss", {}, OptionKind::choice, 0, 0, "auto", nullptr,
+     "io = dpdk: how each worker gets a queue pair: auto (the port's RSS over IPv4/UDP where it "
+     "has it, else one queue and one worker), port (the port's RSS, required) or spread (one "
+     "queue pair per worker with no RSS asked of the port: net_af_packet's qpairs fanout, a "
+     "memif peer hashing flows)",
+     {}, apply_dpdk_rss, show_dpdk_rss},
     // Daemon.
     {"strict_config", {}, OptionKind::boolean, 0, 0, "false", nullptr,
      "refuse rspamd's backend and Redis options instead of accepting them with a warning",

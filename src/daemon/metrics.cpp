@@ -198,7 +198,9 @@ std::string render_metrics(const Engine& engine, const Persister* persister, dou
   if (has_net_layer(engine)) {
     for (const NetRow& n : collect_net(engine)) {
       x.family(p + "net_" + n.name + "_total", "counter", n.help);
-      x.sample(p + "net_" + n.name + "_total", "", n.total);
+      for (size_t q = 0; q < n.per_queue.size(); ++q) {
+        x.sample(p + "net_" + n.name + "_total", "queue=\"" + std::to_string(q) + "\"", n.per_queue[q]);
+      }
     }
   }
   if (const MapLoader* maps = engine.map_loader()) {

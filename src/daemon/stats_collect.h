@@ -58,10 +58,13 @@ struct Row {
 std::vector<Row> collect(const Engine& engine);
 
 // The L2-L4 layer's counters summed over workers (DPDK only), in order.
+// One L2-L4 figure (io = dpdk): the total and each worker's, which is its
+// queue pair's (worker w polls queue w of every port).
 struct NetRow {
   const char* name;
   const char* help;
   uint64_t total = 0;
+  std::vector<uint64_t> per_queue;
 };
 
 std::vector<NetRow> collect_net(const Engine& engine);

@@ -129,11 +129,15 @@ static void append(std::string& out, const char* fmt, ...) {
 
 std::vector<NetRow> collect_net(const Engine& engine) {
   std::vector<NetRow> rows;
-#define SHINGLED_NET_ROW(field, text) rows.push_back(NetRow{#field, text, 0});
+#define SHINGLED_NET_ROW(field, text) rows.push_back(NetRow{#field, text, 0, {}});
   SHINGLED_NET_COUNTERS(SHINGLED_NET_ROW)
 #undef SHINGLED_NET_ROW
   for (unsigned w = 0; w < engine.worker_count(); ++w) {
-    for (size_t i = 0; i < rows.size(); ++i) rows[i].total += engine.worker(w).stats().net[i].get();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const uint64_t v = engine.worker(w).stats().net[i].get();
+      rows[i].total += v;
+      rows[i].per_queue.push_back(v);
+    }
   }
   return rows;
 }
@@ -281,6 +285,14 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
       append(out, "%s\"%s\":%llu", i ? "," : "", net[i].name,
              static_cast<unsigned long long>(net[i].total));
     }
+    out += "},\"net_per_queue\":{";
+    for (size_t i = 0; i < net.size(); ++i) {
+      append(out, "%s\"%s\":[", i ? "," : "", net[i].name);
+      for (size_t q = 0; q < net[i].per_queue.size(); ++q) {
+        append(out, "%s%llu", q ? "," : "", static_cast<unsigned long long>(net[i].per_queue[q]));
+      }
+      out += "]";
+    }
     out += "}";
   }
   if (const MapLoader* maps = engine.map_loader()) {
@@ -374,9 +386,16 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
     out += "\n";
   }
   if (has_net_layer(engine)) {
-    out += "\nL2-L4 layer (all workers)\n";
-    for (const NetRow& r : collect_net(engine)) {
-      append(out, "%-30s %14llu  %s\n", r.name, static_cast<unsigned long long>(r.total), r.help);
+    // Worker w polls queue w of every port: the per-worker columns are the
+    // queues'.
+    const std::vector<NetRow> net = collect_net(engine);
+    out += "\nL2-L4 layer (total, then queue 0, 1, ...)\n";
+    for (const NetRow& r : net) {
+      append(out, "%-30s %14llu", r.name, static_cast<unsigned long long>(r.total));
+      if (r.per_queue.size() > 1) {
+        for (uint64_t v : r.per_queue) append(out, " %12llu", static_cast<unsigned long long>(v));
+      }
+      append(out, "  %s\n", r.help);
     }
   }
   if (const MapLoader* maps = engine.map_loader()) {

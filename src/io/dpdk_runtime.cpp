@@ -132,8 +132,10 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
   if (wanted_workers == 0) wanted_workers = unsigned(allowed_cpus().size());
 
   // Queue pairs: one per worker where every port can spread UDP flows by
-  // RSS over the 4-tuple; otherwise a single pair (and a single worker).
+  // RSS over the 4-tuple (or, with dpdk_rss = spread, where something else
+  // spreads them); otherwise a single pair (and a single worker).
   unsigned queues = std::max(1u, wanted_workers);
+  const bool spread = config.dpdk_rss == DpdkRss::spread;
   std::vector<rte_eth_dev_info> infos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (rte_eth_dev_info_get(ids[i], &infos[i]) != 0) {
@@ -143,8 +145,15 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
     const rte_eth_dev_info& info = infos[i];
     const bool rss = (info.flow_type_rss_offloads & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
     const unsigned most = std::min<unsigned>(info.max_rx_queues, info.max_tx_queues);
-    if (!rss && queues > 1) {
-      LOG_INFO("dpdk: port %u (%s) has no RSS over IPv4/UDP: one queue pair, one worker",
+    if (!rss && config.dpdk_rss == DpdkRss::port) {
+      return fail(error, config, config.dpdk_rss_line,
+                  "dpdk_rss = port: port " + std::to_string(ids[i]) + " (" + info.driver_name +
+                      ") has no RSS over IPv4/UDP; use dpdk_rss = spread where its peer or "
+                      "driver spreads flows, or auto for one queue");
+    }
+    if (!rss && !spread && queues > 1) {
+      LOG_INFO("dpdk: port %u (%s) has no RSS over IPv4/UDP: one queue pair, one worker "
+               "(dpdk_rss = spread uses one per worker where its peer or driver spreads flows)",
                ids[i], info.driver_name);
       queues = 1;
     } else if (most < queues) {
@@ -177,7 +186,8 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
     port.id = id;
     port.name = info.device != nullptr ? rte_dev_name(info.device) : std::to_string(id);
     rte_eth_conf conf{};
-    if (queues > 1) {
+    const bool port_rss = (info.flow_type_rss_offloads & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
+    if (queues > 1 && port_rss && !spread) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
       // The NIC's default key; masked to what the port offers (asking for
       // more makes configure fail).
@@ -230,10 +240,13 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
     g_ports_started = true;
     g_shared.ports.push_back(port);
     LOG_INFO("dpdk: port %u (%s, %s) ready: MAC %02x:%02x:%02x:%02x:%02x:%02x, %u queue pair(s), "
-             "RSS %s, checksum offload rx %s tx %s",
+             "flows spread by %s, checksum offload rx %s tx %s",
              id, port.name.c_str(), info.driver_name, mac.addr_bytes[0], mac.addr_bytes[1],
              mac.addr_bytes[2], mac.addr_bytes[3], mac.addr_bytes[4], mac.addr_bytes[5], queues,
-             queues > 1 ? "on" : "off", port.rx_checksum ? "yes" : "no",
+             queues == 1 ? "nothing (one queue)"
+                         : conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "the port's RSS"
+                                                                     : "its peer or driver (dpdk_rss = spread)",
+             port.rx_checksum ? "yes" : "no",
              port.tx_checksum ? "yes" : "no");
   }
   workers = queues;

@@ -18,6 +18,14 @@
 #
 #   tests/integration/dpdk_veth_test.sh --build BUILD_DIR [--keep]
 #
+# QUEUES=N (dpdk_multiqueue_test.sh sets 2) runs all of it on N queue pairs
+# and N workers: net_af_packet with qpairs=N, whose kernel fanout hash
+# spreads client flows over the queues, and dpdk_rss = spread. The load then
+# comes from several client sockets, writes are forwarded to the digest's
+# owner and answered from the owner's queue, and on top: every queue
+# receives (per-queue figures), counters add up exactly and rate-limit
+# buckets decide exactly across the workers.
+#
 # Only the namespaces, veth pair and processes this script creates carry or
 # make traffic; the trap removes them (processes by PID) and the EAL's
 # runtime directory. The last line is "N passed, M failed".
@@ -74,6 +82,9 @@ SRV_IP=10.199.$((id % 200)).2
 CLI_IP=10.199.$((id % 200)).1
 PORT=11335
 CPORT=11337
+RPORT=11336
+QUEUES=${QUEUES:-1}
+SOCKETS=$([ "$QUEUES" -gt 1 ] && echo 8 || echo 1)  # client flows for the fanout to spread
 TMP=$(mktemp -d /tmp/dpdk-veth-test.XXXXXX)
 PID=""
 RSPAMD_PID=""
@@ -120,11 +131,14 @@ CLI_MAC=$(ip -n "$NS_CLI" -br link show "$IF_CLI" | awk '{print $3}')
 last_cpu=$(( $(nproc) - 1 ))
 cat >"$TMP/shingled.conf" <<CONF
 io = dpdk;
-dpdk_eal_args = "--no-huge -m 256 --no-pci --no-telemetry --file-prefix $PREFIX -l $last_cpu --vdev=net_af_packet0,iface=$IF_SRV,framecnt=4096";
+dpdk_eal_args = "--no-huge -m 256 --no-pci --no-telemetry --file-prefix $PREFIX -l $last_cpu --vdev=net_af_packet0,iface=$IF_SRV,framecnt=4096,qpairs=$QUEUES";
 dpdk_ports = "net_af_packet0";
 dpdk_addresses = "$SRV_IP/24";
+dpdk_rss = $([ "$QUEUES" -gt 1 ] && echo spread || echo auto);
+workers = $QUEUES;
 bind_socket = "0.0.0.0:$PORT";
 counters_bind_socket = "0.0.0.0:$CPORT";
+ratelimit_bind_socket = "0.0.0.0:$RPORT";
 allow_update = ["$CLI_IP"];
 control_socket = "$TMP/ctl.sock";
 hashfile = "$TMP/db";
@@ -140,7 +154,8 @@ for _ in $(seq 200); do
   kill -0 "$PID" 2>/dev/null || break
   sleep 0.1
 done
-if [ $ready = 1 ]; then
+if [ $ready = 1 ] && grep -q "$QUEUES queue pair(s)" "$TMP/shingled.log" &&
+   grep -q "$QUEUES worker(s) on dpdk" "$TMP/shingled.log"; then
   pass shingled_starts_on_dpdk "$(grep -o 'port 0 (net_af_packet0.*' "$TMP/shingled.log" | head -1)"
 else
   fail shingled_starts_on_dpdk "no 'worker(s) on dpdk' line within 20 s; log:"
@@ -197,7 +212,7 @@ out=$(probe check --from 1000000 --count 200 --flag 3 --value 7)
 json_ok "$out" "d['misses'] == 200 and d['hits'] == 0" &&
   pass probe_check_unknown "$out" || fail probe_check_unknown "expected 200 misses: $out"
 
-load() { in_cli "$LOAD" --server "$SRV_IP:$PORT" --json --first 5000000 --inflight 16 "$@" 2>"$TMP/load.err"; }
+load() { in_cli "$LOAD" --server "$SRV_IP:$PORT" --json --first 5000000 --inflight 16 --sockets "$SOCKETS" "$@" 2>"$TMP/load.err"; }
 out=$(load write 5000); rc=$?
 json_ok "$out" "d['acks'] == 5000 and d['wrong'] == 0 and $rc == 0" &&
   pass load_write "shingle-load: 5000 WRITEs acknowledged" ||
@@ -250,6 +265,32 @@ if [ $rc -eq 0 ] && [ $ok_get = 1 ] && [ "$frag_after" -gt "$frag_before" ]; the
   pass counters_get_fragmented_reply "$values in one 3,088-byte reply; net.tx_fragmented $frag_before -> $frag_after"
 else
   fail counters_get_fragmented_reply "rc=$rc, values: $values; tx_fragmented $frag_before -> $frag_after: $(head -c 300 "$TMP/ctr.get")"
+fi
+
+# ------------------------------------------------------------------ several queues
+if [ "$QUEUES" -gt 1 ]; then
+  field() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"; }
+  per_queue=$(field "$(stats)" "d['net_per_queue']['udp_delivered']")
+  if python3 -c 'import sys; q=eval(sys.argv[1]); sys.exit(0 if len(q) == int(sys.argv[2]) and min(q) > 0 else 1)' "$per_queue" "$QUEUES"; then
+    pass every_queue_receives "udp_delivered per queue: $per_queue"
+  else
+    fail every_queue_receives "udp_delivered per queue: $per_queue (the fanout should spread $SOCKETS client flows)"
+  fi
+  forwarded=$(field "$(stats)" "d['totals']['forwarded_updates']")
+  if [ "$forwarded" -gt 0 ]; then
+    pass writes_forwarded_to_owners "forwarded_updates = $forwarded, every one answered right (load_write above)"
+  else
+    fail writes_forwarded_to_owners "forwarded_updates = $forwarded: no write crossed workers"
+  fi
+  lsvc() { in_cli "$LOAD" "$@" --json --sockets "$SOCKETS" --inflight 16 2>"$TMP/lsvc.err"; }
+  out=$(lsvc counters increment-read --server "$SRV_IP:$CPORT" --keys 2000 --count 10000); rc=$?
+  json_ok "$out" "d['wrong'] == 0 and d['lost'] == 0 and d['final']['exact'] == 2000 and d['final']['wrong'] == 0 and $rc == 0" &&
+    pass counters_exact_across_queues "10000 increment-reads from $SOCKETS sockets, 2000 counters read back exact" ||
+    fail counters_exact_across_queues "rc=$rc $(echo "$out" | head -c 500) $(head -3 "$TMP/lsvc.err")"
+  out=$(lsvc ratelimit buckets --server "$SRV_IP:$RPORT" --keys 300 --burst 20 --count 3000 --prefix "mq$id"); rc=$?
+  json_ok "$out" "d['wrong'] == 0 and d['lost'] == 0 and d['allowed'] == 6000 and d['final']['exact'] == 300 and $rc == 0" &&
+    pass ratelimit_buckets_exact_across_queues "300 buckets from $SOCKETS sockets each admitted exactly its burst of 20" ||
+    fail ratelimit_buckets_exact_across_queues "rc=$rc $(echo "$out" | head -c 500) $(head -3 "$TMP/lsvc.err")"
 fi
 
 # ------------------------------------------------------------------ real rspamd

@@ -345,6 +345,16 @@ TEST(ConfigDpdk, dpdk_backend_with_its_eal_arguments_ports_and_addresses) {
       << "an array keeps each argument whole";
 }
 
+TEST(ConfigDpdk, dpdk_rss_picks_how_workers_get_queues) {
+  const std::string base = "io = dpdk; dpdk_addresses = \"10.0.0.2/24\"; bind_socket = \"10.0.0.2:11335\";\n";
+  EXPECT_EQ(load_ok(base).dpdk_rss, DpdkRss::auto_) << "the safe default";
+  EXPECT_EQ(load_ok(base + "dpdk_rss = port;\n").dpdk_rss, DpdkRss::port);
+  const Config spread = load_ok(base + "dpdk_rss = spread;\n");
+  EXPECT_EQ(spread.dpdk_rss, DpdkRss::spread);
+  EXPECT_EQ(spread.dpdk_rss_line, 2) << "start-up errors name the line";
+  expect_error(base + "dpdk_rss = rss;\n", 2, "is not \"auto\"");
+}
+
 TEST(ConfigDpdk, the_counters_default_follows_the_fuzzy_address_on_dpdk) {
   const Config cfg = load_ok(
       "io = dpdk; dpdk_addresses = \"10.0.0.2/24\"; bind_socket = \"10.0.0.2:11335\";\n");
