@@ -46,7 +46,8 @@ bool L2L4Stack::on_link(uint32_t ip) const {
   return false;
 }
 
-RxResult L2L4Stack::receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms) {
+RxResult L2L4Stack::receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms,
+                            uint32_t capacity) {
   ++counters_.rx_frames;
   if (len < kEthHeader) {
     ++counters_.drop_runt;
@@ -57,12 +58,15 @@ RxResult L2L4Stack::receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64
     ++counters_.drop_vlan_tagged;
     return {};
   }
-  if (!mac_equal(frame, config_.mac) && !mac_equal(frame, kBroadcastMac)) {
+  const bool v6 = type == kEtherTypeIpv6 && !config_.interfaces6.empty();
+  if (!mac_equal(frame, config_.mac) && !mac_equal(frame, kBroadcastMac) &&
+      !(v6 && our_multicast_mac(frame))) {
     ++counters_.drop_not_our_mac;
     return {};
   }
   if (type == kEtherTypeArp) return on_arp(frame, len, now_ms);
   if (type == kEtherTypeIpv4) return on_ipv4(frame, len, hw);
+  if (v6) return on_ipv6(frame, len, capacity > len ? capacity : len, hw);
   ++counters_.drop_ethertype;
   return {};
 }

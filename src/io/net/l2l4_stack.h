@@ -1,10 +1,12 @@
 // The minimal L2-L4 layer the DPDK backend runs on one port of one worker:
 // Ethernet II (no VLAN tags: tagged frames are dropped and counted), ARP for
 // our IPv4 addresses, IPv4 (header checksum, options skipped, fragments
-// dropped, TTL), UDP to our listeners and ICMP echo. IPv6 is not handled
-// (counted under drop_ethertype). Pure functions over byte buffers: no DPDK,
-// so it is unit-tested and fuzzed on its own. Owned by one worker; never
-// allocates after construction, never blocks.
+// dropped, TTL), UDP to our listeners and ICMP echo; and, for our IPv6
+// addresses (ipv6_frames.cpp), IPv6 (extension headers and fragments
+// dropped), UDP, ICMPv6 echo and Neighbour Discovery. IPv6 frames reach it
+// only when it has IPv6 addresses (else drop_ethertype). Pure functions over
+// byte buffers: no DPDK, so it is unit-tested and fuzzed on its own. Owned
+// by one worker; never allocates after construction, never blocks.
 //
 // Receive: receive() classifies one frame and, for ARP requests and ICMP
 // echo requests, rewrites it in place into the reply. Send: build_udp()
@@ -20,6 +22,7 @@
 
 #include "io/net/arp_table.h"
 #include "io/net/ipv4_fragments.h"
+#include "io/net/ipv6.h"
 #include "io/net/net_counters.h"
 #include "io/net/peer_hint.h"
 
@@ -31,18 +34,29 @@ struct Interface {
   uint8_t prefix_len = 24;
 };
 
-// A UDP listener: local address (0 = any of ours) and port, and the index
-// the engine knows it by (RxPacket::listener).
+// An IPv6 address the appliance owns. The prefix is kept for the record:
+// replies go to the request's source MAC, on link or behind a router.
+struct Interface6 {
+  uint8_t ip[16] = {};
+  uint8_t prefix_len = 64;
+};
+
+// A UDP listener: local address (0 = any of ours; for IPv6 `v6` and ip6,
+// all zero = any) and port, and the index the engine knows it by
+// (RxPacket::listener).
 struct UdpListener {
   uint32_t ip = 0;
   uint16_t port = 0;
   uint16_t index = 0;
+  bool v6 = false;
+  uint8_t ip6[16] = {};
 };
 
 struct StackConfig {
   uint8_t mac[6] = {};
   uint8_t port_index = 0;  // which configured port this stack serves (peer hint)
   std::vector<Interface> interfaces;
+  std::vector<Interface6> interfaces6;
   std::vector<UdpListener> listeners;
   unsigned arp_capacity = 1024;
   uint64_t arp_max_age_ms = ArpTable::kDefaultMaxAgeMs;
@@ -77,15 +91,20 @@ struct RxResult {
   uint32_t payload_len = 0;
   uint16_t listener = 0;
   uint32_t reply_len = 0;
-  sockaddr_in peer{};  // AF_INET, address and port, plus the PeerHint
+  bool v6 = false;       // the peer is peer6 (else peer)
+  sockaddr_in peer{};    // AF_INET, address and port, plus the PeerHint
+  sockaddr_in6 peer6{};  // AF_INET6, the same
 };
 
 class L2L4Stack {
  public:
   explicit L2L4Stack(const StackConfig& config);
 
-  // Classifies the `len`-byte frame at `frame` (which it may rewrite).
-  RxResult receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms);
+  // Classifies the `len`-byte frame at `frame` (which it may rewrite, up to
+  // `capacity` bytes: 0 means `len`; a neighbour advertisement can be
+  // longer than the solicitation it answers).
+  RxResult receive(uint8_t* frame, uint32_t len, RxChecksums hw, uint64_t now_ms,
+                   uint32_t capacity = 0);
 
   struct TxResult {
     uint32_t len = 0;          // bytes of the first frame; 0: nothing to send (counted)
@@ -114,6 +133,12 @@ class L2L4Stack {
                      now_ms, checksum);
   }
 
+  // An IPv6 reply into one frame (out[0]): UDP payloads up to
+  // kMaxUdp6Payload; larger ones are dropped and counted (tx_too_big), as
+  // is a peer without the MAC of its request (tx_no_route).
+  TxResult build_udp6(std::span<uint8_t* const> out, uint16_t listener, const sockaddr_in6& peer,
+                      const uint8_t* payload, uint32_t payload_len, TxChecksum checksum);
+
   const NetCounters& counters() const { return counters_; }
   NetCounters& counters() { return counters_; }
   const ArpTable& arp() const { return arp_; }
@@ -124,6 +149,13 @@ class L2L4Stack {
   RxResult on_ipv4(uint8_t* frame, uint32_t len, RxChecksums hw);
   RxResult on_udp(uint8_t* frame, uint32_t ihl, uint32_t ip_len, int local, RxChecksums hw);
   RxResult on_icmp(uint8_t* frame, uint32_t len, uint32_t ihl, uint32_t ip_len, RxChecksums hw);
+  RxResult on_ipv6(uint8_t* frame, uint32_t len, uint32_t capacity, RxChecksums hw);
+  RxResult on_udp6(uint8_t* frame, uint32_t ip_payload, int local, RxChecksums hw);
+  RxResult on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, uint32_t ip_payload, int local,
+                     RxChecksums hw);
+  int local6_index(const uint8_t* ip) const;      // index into interfaces6, -1 if not ours
+  int solicited_index(const uint8_t* group) const;  // whose solicited-node group, -1: none
+  bool our_multicast_mac(const uint8_t* mac) const;
   int local_index(uint32_t ip) const;  // index into interfaces, -1 if not ours
   bool on_link(uint32_t ip) const;
   uint32_t build_arp_request(uint8_t* out, uint32_t target_ip, uint32_t sender_ip) const;

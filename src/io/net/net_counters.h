@@ -14,7 +14,9 @@ namespace shingled::net {
   X(rx_frames, "frames examined by the L2-L4 layer")                                          \
   X(udp_delivered, "UDP datagrams handed to the engine")                                      \
   X(arp_replies, "ARP requests for our addresses answered (in place)")                        \
-  X(icmp_echo_replies, "ICMP echo requests answered (in place)")                              \
+  X(icmp_echo_replies, "ICMP and ICMPv6 echo requests answered (in place)")                   \
+  X(nd_advertisements, "IPv6 neighbour solicitations for our addresses answered (in place)")  \
+  X(nd_ignored, "IPv6 neighbour solicitations for other hosts")                               \
   X(arp_ignored, "ARP requests for other hosts and ARP replies (learned from, not answered)") \
   X(arp_learned, "ARP entries added or refreshed")                                            \
   X(arp_evicted, "ARP entries evicted by a new peer (bucket full)")                           \
@@ -24,7 +26,13 @@ namespace shingled::net {
   X(drop_runt, "dropped: shorter than an Ethernet header")                                    \
   X(drop_vlan_tagged, "dropped: 802.1Q/802.1ad tagged frame (no VLAN is configured)")         \
   X(drop_not_our_mac, "dropped: destination MAC is neither ours nor broadcast")               \
-  X(drop_ethertype, "dropped: neither IPv4 nor ARP (IPv6, LLDP, ...)")                        \
+  X(drop_ethertype, "dropped: neither IPv4, ARP nor (with IPv6 addresses) IPv6: LLDP, ...")   \
+  X(drop_ipv6_malformed, "dropped: IPv6 header short, bad version or payload length")        \
+  X(drop_ipv6_extension, "dropped: IPv6 extension header (hop-by-hop, routing, dest. options)") \
+  X(drop_ipv6_fragment, "dropped: IPv6 fragment (no reassembly)")                            \
+  X(drop_ipv6_not_for_us, "dropped: IPv6 destination is not ours (nor our solicited group)")  \
+  X(drop_ipv6_bad_source, "dropped: IPv6 source unspecified, multicast or loopback")          \
+  X(drop_nd_malformed, "dropped: neighbour solicitation with a bad hop limit, code or option") \
   X(drop_arp_malformed, "dropped: ARP that is not Ethernet/IPv4 or is too short")             \
   X(drop_ip_malformed, "dropped: IPv4 header too short, bad version, IHL or total length")    \
   X(drop_ip_bad_checksum, "dropped: IPv4 header checksum wrong")                              \
@@ -60,7 +68,8 @@ struct NetCounters {
 // The frames that reached an outcome (delivered, answered, ignored ARP or a
 // drop reason). Always equals rx_frames: the tests and the fuzzer check it.
 inline uint64_t frame_outcomes(const NetCounters& c) {
-  uint64_t n = c.udp_delivered + c.arp_replies + c.icmp_echo_replies + c.arp_ignored;
+  uint64_t n = c.udp_delivered + c.arp_replies + c.icmp_echo_replies + c.arp_ignored +
+               c.nd_advertisements + c.nd_ignored;
 #define SHINGLED_NET_SUM_DROPS(name, help) \
   if (std::string_view(#name).substr(0, 5) == "drop_") n += c.name;
   SHINGLED_NET_COUNTERS(SHINGLED_NET_SUM_DROPS)

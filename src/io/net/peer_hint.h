@@ -34,6 +34,28 @@ inline void set_peer_hint(sockaddr_in& peer, const PeerHint& hint) {
   std::memcpy(peer.sin_zero, &hint, sizeof hint);
 }
 
+// IPv6 peers carry the same eight bytes in sin6_flowinfo and sin6_scope_id,
+// which a reply to a global address never uses.
+inline void set_peer_hint(sockaddr_in6& peer, const PeerHint& hint) {
+  uint8_t bytes[8];
+  std::memcpy(bytes, hint.mac, 6);
+  bytes[6] = hint.local_plus_one;
+  bytes[7] = hint.port;
+  std::memcpy(&peer.sin6_flowinfo, bytes, 4);
+  std::memcpy(&peer.sin6_scope_id, bytes + 4, 4);
+}
+
+inline PeerHint peer_hint(const sockaddr_in6& peer) {
+  uint8_t bytes[8];
+  std::memcpy(bytes, &peer.sin6_flowinfo, 4);
+  std::memcpy(bytes + 4, &peer.sin6_scope_id, 4);
+  PeerHint hint;
+  std::memcpy(hint.mac, bytes, 6);
+  hint.local_plus_one = bytes[6];
+  hint.port = bytes[7];
+  return hint;
+}
+
 inline PeerHint peer_hint(const sockaddr_in& peer) {
   PeerHint hint;
   std::memcpy(&hint, peer.sin_zero, sizeof hint);
