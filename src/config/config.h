@@ -35,8 +35,10 @@ enum class DpdkRss : uint8_t { auto_, port, spread };
 // An IPv4 address the DPDK backend answers for, with the length of its
 // subnet's prefix (`dpdk_addresses = ["10.0.0.2/24"]`; /32 when omitted).
 struct InterfaceAddress {
-  uint32_t ip = 0;          // host byte order
-  uint8_t prefix_len = 32;
+  uint32_t ip = 0;          // host byte order (IPv4)
+  uint8_t prefix_len = 32;  // /32, or /128 for IPv6, when omitted
+  bool v6 = false;
+  uint8_t ip6[16] = {};     // IPv6, network order
   std::string text;
 };
 

@@ -128,25 +128,34 @@ class Loader {
   }
 
   // io = dpdk: the appliance answers for dpdk_addresses only, so every listen
-  // address must be one of them or the IPv4 wildcard.
+  // address must be one of them or the wildcard of its family.
   bool check_dpdk() {
     if (cfg_.dpdk_addresses.empty()) {
       return parser_.fail(cfg_.io_line,
-                          "io = dpdk needs dpdk_addresses: the IPv4 address(es) the "
+                          "io = dpdk needs dpdk_addresses: the address(es) the "
                           "appliance answers for, e.g. dpdk_addresses = \"10.0.0.2/24\"");
     }
     std::vector<const ListenAddress*> all;
     for (const ListenAddress& a : cfg_.bind_sockets) all.push_back(&a);
     for (const ListenAddress& a : cfg_.counters_bind_sockets) all.push_back(&a);
+    for (const ListenAddress& a : cfg_.ratelimit_service_bind_sockets) all.push_back(&a);
     for (const ListenAddress* addr : all) {
       const int line = parser_.line_of_address(*addr);  // 0: the built-in default
-      if (addr->addr.ss_family != AF_INET) {
-        return parser_.fail(line, addr->text + ": the DPDK backend serves IPv4 only; listen on "
-                                               "an IPv4 address (or \"0.0.0.0:port\")");
+      if (addr->addr.ss_family == AF_INET6) {
+        const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr->addr);
+        bool ours = IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr);
+        for (const InterfaceAddress& a : cfg_.dpdk_addresses) {
+          ours = ours || (a.v6 && std::memcmp(a.ip6, &in6.sin6_addr, 16) == 0);
+        }
+        if (!ours) {
+          return parser_.fail(line, addr->text + " is not one of dpdk_addresses: with io = dpdk, "
+                                                 "listen on one of them or on \"[::]:port\"");
+        }
+        continue;
       }
       const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in&>(addr->addr).sin_addr.s_addr);
       bool ours = ip == 0;
-      for (const InterfaceAddress& a : cfg_.dpdk_addresses) ours = ours || a.ip == ip;
+      for (const InterfaceAddress& a : cfg_.dpdk_addresses) ours = ours || (!a.v6 && a.ip == ip);
       if (!ours) {
         return parser_.fail(line, addr->text + " is not one of dpdk_addresses: with io = dpdk, "
                                                "listen on one of them or on \"0.0.0.0:port\"");

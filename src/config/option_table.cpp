@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "common/hex.h"
@@ -362,6 +363,35 @@ bool apply_dpdk_ports(const UclNode& m, OptionParser& p) {
 }
 
 // dpdk_addresses: "10.0.0.2/24" (address and its subnet) or "10.0.0.2".
+// An IPv6 entry of dpdk_addresses ("fd00::2/64"): a unicast address the
+// appliance can own (not unspecified, loopback, multicast or link-local:
+// replies from a link-local address would need its interface's scope).
+bool parse_dpdk_address6(const std::string& v, size_t slash, InterfaceAddress& a, int line,
+                         OptionParser& p) {
+  in6_addr addr{};
+  if (inet_pton(AF_INET6, v.substr(0, slash).c_str(), &addr) != 1) {
+    return p.fail(line, "dpdk_addresses: '" + v + "' is not an IPv6 address (x:y::z or x:y::z/len)");
+  }
+  a.v6 = true;
+  std::memcpy(a.ip6, &addr, 16);
+  a.prefix_len = 128;
+  if (slash != std::string::npos) {
+    uint64_t len = 0;
+    std::string err;
+    if (!ucl_to_uint(v.substr(slash + 1), len, err) || len > 128) {
+      return p.fail(line, "dpdk_addresses: '" + v + "': the prefix length must be 0..128");
+    }
+    a.prefix_len = uint8_t(len);
+  }
+  if (IN6_IS_ADDR_UNSPECIFIED(&addr) || IN6_IS_ADDR_LOOPBACK(&addr) || IN6_IS_ADDR_MULTICAST(&addr) ||
+      IN6_IS_ADDR_LINKLOCAL(&addr) || IN6_IS_ADDR_V4MAPPED(&addr)) {
+    return p.fail(line, "dpdk_addresses: '" + v +
+                            "' cannot be the appliance's address (unspecified, loopback, multicast, "
+                            "link-local or IPv4-mapped)");
+  }
+  return true;
+}
+
 bool apply_dpdk_addresses(const UclNode& m, OptionParser& p) {
   std::vector<const UclNode*> items;
   if (!p.scalar_items(m, items)) return false;
@@ -372,11 +402,19 @@ bool apply_dpdk_addresses(const UclNode& m, OptionParser& p) {
     InterfaceAddress a;
     a.text = v;
     in_addr addr{};
+    if (v.find(':') != std::string::npos) {
+      if (!parse_dpdk_address6(v, slash, a, item->line, p)) return false;
+      for (const InterfaceAddress& other : c.dpdk_addresses) {
+        if (other.v6 && std::memcmp(other.ip6, a.ip6, 16) == 0) {
+          return p.fail(item->line, "dpdk_addresses: '" + v + "' is listed twice");
+        }
+      }
+      c.dpdk_addresses.push_back(a);
+      continue;
+    }
     if (inet_pton(AF_INET, v.substr(0, slash).c_str(), &addr) != 1) {
-      const bool v6 = v.find(':') != std::string::npos;
-      return p.fail(item->line, "dpdk_addresses: '" + v + "' " +
-                                    (v6 ? "is IPv6: the DPDK backend serves IPv4 only"
-                                        : "is not an IPv4 address (a.b.c.d or a.b.c.d/len)"));
+      return p.fail(item->line, "dpdk_addresses: '" + v +
+                                    "' is not an IPv4 or IPv6 address (a.b.c.d/len, x:y::z/len)");
     }
     a.ip = ntohl(addr.s_addr);
     if (slash != std::string::npos) {
@@ -394,7 +432,9 @@ bool apply_dpdk_addresses(const UclNode& m, OptionParser& p) {
                                     "broadcast)");
     }
     for (const InterfaceAddress& other : c.dpdk_addresses) {
-      if (other.ip == a.ip) return p.fail(item->line, "dpdk_addresses: '" + v + "' is listed twice");
+      if (!other.v6 && other.ip == a.ip) {
+        return p.fail(item->line, "dpdk_addresses: '" + v + "' is listed twice");
+      }
     }
     c.dpdk_addresses.push_back(a);
   }
@@ -665,7 +705,8 @@ const OptionRow kRows[] = {
     {"dpdk_ports", {}, OptionKind::words, 0, 0, nullptr, "every probed port",
      "io = dpdk: port ids or device names to serve", {}, apply_dpdk_ports, show_dpdk_ports},
     {"dpdk_addresses", {}, OptionKind::words, 0, 0, nullptr, "(none; required with io = dpdk)",
-     "io = dpdk: the IPv4 addresses the appliance owns, with their subnet (\"10.0.0.2/24\")", {},
+     "io = dpdk: the IPv4 and IPv6 addresses the appliance owns, with their subnet "
+     "(\"10.0.0.2/24\", \"2001:db8::2/64\")", {},
      apply_dpdk_addresses, show_dpdk_addresses},
     {"dpdk_rss", {}, OptionKind::choice, 0, 0, "auto", nullptr,
      "io = dpdk: how each worker gets a queue pair: auto (the port's RSS over IPv4/UDP where it "

@@ -75,10 +75,19 @@ std::unique_ptr<DpdkIo> DpdkIo::create(unsigned worker, const std::vector<Listen
   }
   net::StackConfig base;
   base.interfaces = shared.interfaces;
+  base.interfaces6 = shared.interfaces6;
   for (size_t i = 0; i < listeners.size(); ++i) {
     const ListenAddress& l = listeners[i];
+    if (l.addr.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(l.addr);
+      net::UdpListener u{0, ntohs(in6.sin6_port), uint16_t(i)};
+      u.v6 = true;
+      std::memcpy(u.ip6, &in6.sin6_addr, 16);
+      base.listeners.push_back(u);
+      continue;
+    }
     if (l.addr.ss_family != AF_INET) {
-      error = "dpdk: " + l.text + ": the DPDK backend serves IPv4 only";
+      error = "dpdk: " + l.text + ": not an IPv4 or IPv6 address";
       return nullptr;
     }
     const auto& in = reinterpret_cast<const sockaddr_in&>(l.addr);
@@ -154,16 +163,23 @@ unsigned DpdkIo::poll_ports(RxPacket* out, unsigned max) {
       }
       // A frame larger than one segment shows the layer its first segment
       // only; its IPv4 length then exceeds it and it is dropped as malformed.
-      const net::RxResult r = p.stack->receive(frame, m->data_len, hw, now_ms_);
+      // The layer may answer in place past the frame's end (a neighbour
+      // advertisement is longer than a short solicitation): the mbuf's room.
+      const uint32_t room = uint32_t(m->data_len) + rte_pktmbuf_tailroom(m);
+      const net::RxResult r = p.stack->receive(frame, m->data_len, hw, now_ms_, room);
       if (r.action == net::RxResult::deliver) {
-        peers_[n] = r.peer;
+        if (r.v6) {
+          peers_[n] = r.peer6;
+        } else {
+          std::memcpy(&peers_[n], &r.peer, sizeof r.peer);
+        }
         RxPacket& pkt = out[n++];
         pkt.data = frame + r.payload_offset;
         pkt.len = std::min(r.payload_len, kMaxDatagram);
         pkt.truncated = r.payload_len > kMaxDatagram;
         pkt.listener = r.listener;
         pkt.peer = reinterpret_cast<const sockaddr*>(&peers_[n - 1]);
-        pkt.peer_len = sizeof(sockaddr_in);
+        pkt.peer_len = r.v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
         pkt.connection = 0;
         held_[held_count_++] = m;
         ++counters_.rx_packets;
@@ -221,9 +237,14 @@ bool DpdkIo::drain_wake() {
 
 bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                         const uint8_t* data, uint32_t len) {
+  if (peer != nullptr && peer->sa_family == AF_INET6 && peer_len >= sizeof(sockaddr_in6)) {
+    sockaddr_in6 in6;
+    std::memcpy(&in6, peer, sizeof in6);
+    return queue_send6(listener, in6, data, len);
+  }
   if (peer == nullptr || peer->sa_family != AF_INET || peer_len < sizeof(sockaddr_in) ||
       len > kMaxReply) {
-    ++counters_.tx_errors;  // a caller bug (or an IPv6 peer, which we never deliver)
+    ++counters_.tx_errors;  // a caller bug
     return false;
   }
   sockaddr_in in;
@@ -262,6 +283,33 @@ bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_
     }
     enqueue_tx(p, m[i], flen);
   }
+  return true;
+}
+
+bool DpdkIo::queue_send6(uint16_t listener, const sockaddr_in6& peer, const uint8_t* data,
+                         uint32_t len) {
+  const net::PeerHint hint = net::peer_hint(peer);
+  Port& p = ports_[hint.port < ports_.size() ? hint.port : 0];
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) {
+    ++counters_.tx_queue_full;
+    return false;
+  }
+  uint8_t* out[1] = {rte_pktmbuf_mtod(m, uint8_t*)};
+  const auto tx = p.stack->build_udp6(std::span<uint8_t* const>(out, 1), listener, peer, data, len,
+                                      p.tx_checksum ? net::TxChecksum::offload : net::TxChecksum::software);
+  if (tx.frames == 0) {  // too big for one frame, or no MAC: counted by the layer
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  m->data_len = uint16_t(tx.len);
+  m->pkt_len = tx.len;
+  if (p.tx_checksum) {
+    m->ol_flags = RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_UDP_CKSUM;
+    m->l2_len = net::kEthHeader;
+    m->l3_len = net::kIpv6Header;
+  }
+  enqueue_tx(p, m, tx.len);
   return true;
 }
 

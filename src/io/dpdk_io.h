@@ -38,6 +38,7 @@ struct DpdkShared {
   std::vector<DpdkPort> ports;
   std::vector<rte_mempool*> pools;  // one per worker (queue pair index)
   std::vector<net::Interface> interfaces;
+  std::vector<net::Interface6> interfaces6;
   uint64_t seed = 0;                // keys the ARP tables' bucket hash
 };
 const DpdkShared& dpdk_shared();
@@ -60,6 +61,8 @@ class DpdkIo final : public PacketIo {
   bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                   const uint8_t* data, uint32_t len) override;
   void flush() override;
+  // An IPv6 reply: one frame (the layer counts larger ones and drops them).
+  bool queue_send6(uint16_t listener, const sockaddr_in6& peer, const uint8_t* data, uint32_t len);
   void set_wake_fd(int fd) override;
   const IoCounters& counters() const override { return counters_; }
   const net::NetCounters* net_counters() const override;
@@ -93,7 +96,7 @@ class DpdkIo final : public PacketIo {
 
   rte_mbuf* held_[kRxMax] = {};      // delivered to the engine; freed at the next burst
   unsigned held_count_ = 0;
-  sockaddr_in peers_[kRxMax] = {};   // RxPacket::peer of the current burst
+  sockaddr_in6 peers_[kRxMax] = {};  // RxPacket::peer of the current burst (either family)
   rte_mbuf* rx_[kRxMax] = {};
   bool saw_frames_ = false;          // the last poll took any frame (even one answered in place)
 

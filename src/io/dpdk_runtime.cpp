@@ -165,7 +165,14 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
 
   g_shared = DpdkShared{};
   for (const InterfaceAddress& a : config.dpdk_addresses) {
-    g_shared.interfaces.push_back(net::Interface{a.ip, a.prefix_len});
+    if (a.v6) {
+      net::Interface6 i;
+      std::memcpy(i.ip, a.ip6, 16);
+      i.prefix_len = a.prefix_len;
+      g_shared.interfaces6.push_back(i);
+    } else {
+      g_shared.interfaces.push_back(net::Interface{a.ip, a.prefix_len});
+    }
   }
   g_shared.seed = std::random_device{}() | uint64_t(std::random_device{}()) << 32;
   const int socket = rte_eth_dev_socket_id(ids[0]);

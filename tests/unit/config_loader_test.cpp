@@ -372,19 +372,43 @@ TEST(ConfigDpdk, dpdk_keys_without_io_dpdk_are_kept_for_later) {
   EXPECT_EQ(cfg.dpdk_addresses.size(), 1u);
 }
 
+TEST(ConfigDpdk, ipv6_addresses_and_listeners) {
+  const Config cfg = load_ok(
+      "io = dpdk;\n"
+      "dpdk_addresses = [\"10.0.0.2/24\", \"2001:db8::2/64\", \"fd00::2\"];\n"
+      "bind_socket = [\"0.0.0.0:11335\", \"[::]:11335\", \"[2001:db8::2]:11345\"];\n");
+  ASSERT_EQ(cfg.dpdk_addresses.size(), 3u);
+  EXPECT_FALSE(cfg.dpdk_addresses[0].v6);
+  EXPECT_TRUE(cfg.dpdk_addresses[1].v6);
+  EXPECT_EQ(cfg.dpdk_addresses[1].prefix_len, 64);
+  EXPECT_EQ(cfg.dpdk_addresses[1].ip6[0], 0x20);
+  EXPECT_EQ(cfg.dpdk_addresses[1].ip6[15], 2);
+  EXPECT_EQ(cfg.dpdk_addresses[2].prefix_len, 128) << "a bare IPv6 address is a /128";
+  EXPECT_EQ(cfg.bind_sockets.size(), 3u);
+  // "*:port" listens on both families, both wildcards of our addresses.
+  EXPECT_EQ(load_ok("io = dpdk;\ndpdk_addresses = [\"10.0.0.2\", \"fd00::2\"];\nbind_socket = \"*:11335\";\n")
+                .bind_sockets.size(),
+            2u);
+}
+
 TEST(ConfigDpdk, bad_dpdk_settings_stop_start_up_at_their_line) {
   expect_error("io = dpdk;\nbind_socket = \"*:11335\";\n", 1, "io = dpdk needs dpdk_addresses");
   expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2/24\";\n", 0,
                "127.0.0.1:11335 is not one of dpdk_addresses");
   expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2/24\";\nbind_socket = \"10.0.0.3:1\";\n", 3,
                "10.0.0.3:1 is not one of dpdk_addresses");
-  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"*:11335\";\n", 3,
-               "serves IPv4 only");
+  expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"[2001:db8::9]:11335\";\n", 3,
+               "[2001:db8::9]:11335 is not one of dpdk_addresses");
   expect_error("io = dpdk;\ndpdk_addresses = \"10.0.0.2\";\nbind_socket = \"0.0.0.0:1\";\n"
                "counters_bind_socket = \"10.9.9.9:2\";\n", 4, "10.9.9.9:2 is not one of dpdk_addresses");
   expect_error("dpdk_addresses = \"10.0.0.2/33\";", 1, "prefix length must be 0..32");
-  expect_error("dpdk_addresses = \"2001:db8::1/64\";", 1, "serves IPv4 only");
-  expect_error("dpdk_addresses = \"eth0\";", 1, "is not an IPv4 address");
+  expect_error("dpdk_addresses = \"2001:db8::1/129\";", 1, "prefix length must be 0..128");
+  expect_error("dpdk_addresses = \"fe80::1/64\";", 1, "link-local");
+  expect_error("dpdk_addresses = \"ff02::1\";", 1, "multicast");
+  expect_error("dpdk_addresses = \"::1\";", 1, "loopback");
+  expect_error("dpdk_addresses = \"2001:db8::zz\";", 1, "is not an IPv6 address");
+  expect_error("dpdk_addresses = [\"2001:db8::1\", \"2001:DB8::1/64\"];", 1, "listed twice");
+  expect_error("dpdk_addresses = \"eth0\";", 1, "is not an IPv4 or IPv6 address");
   expect_error("dpdk_addresses = [\"10.0.0.2\",\n \"127.0.0.1\"];", 2, "cannot be a host address");
   expect_error("dpdk_addresses = [\"10.0.0.2\", \"10.0.0.2/24\"];", 1, "listed twice");
   expect_error("dpdk_ports = \"a b\";", 1, "neither a port id nor a device name");
