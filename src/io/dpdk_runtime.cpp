@@ -115,6 +115,24 @@ rte_mempool* make_pool(unsigned worker, unsigned ports, int socket) {
   return pool;
 }
 
+// The redirection table over every queue, round robin: a NIC's default may
+// cover fewer queues than were configured (some cover only a power of two).
+void spread_reta(uint16_t id, const rte_eth_dev_info& info, unsigned queues) {
+  const uint16_t size = info.reta_size;
+  if (size == 0) return;
+  std::vector<rte_eth_rss_reta_entry64> reta((size + RTE_ETH_RETA_GROUP_SIZE - 1) / RTE_ETH_RETA_GROUP_SIZE);
+  for (uint16_t i = 0; i < size; ++i) {
+    rte_eth_rss_reta_entry64& group = reta[i / RTE_ETH_RETA_GROUP_SIZE];
+    group.mask |= uint64_t(1) << (i % RTE_ETH_RETA_GROUP_SIZE);
+    group.reta[i % RTE_ETH_RETA_GROUP_SIZE] = uint16_t(i % queues);
+  }
+  const int rc = rte_eth_dev_rss_reta_update(id, reta.data(), size);
+  if (rc != 0) {
+    LOG_WARN("dpdk: port %u keeps its own RSS redirection table (update refused: %s)", id,
+             rte_strerror(-rc));
+  }
+}
+
 }  // namespace
 
 bool dpdk_built_in() { return true; }
@@ -196,10 +214,23 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
     const bool port_rss = (info.flow_type_rss_offloads & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
     if (queues > 1 && port_rss && !spread) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-      // The NIC's default key; masked to what the port offers (asking for
-      // more makes configure fail).
-      conf.rx_adv_conf.rss_conf.rss_hf =
-          (RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_UDP) & info.flow_type_rss_offloads;
+      // The UDP 4-tuple of both families (a fragment hashes by addresses),
+      // masked to what the port offers: asking for more makes configure fail.
+      conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_UDP |
+                                          RTE_ETH_RSS_IPV6 | RTE_ETH_RSS_NONFRAG_IPV6_UDP) &
+                                         info.flow_type_rss_offloads;
+      // A symmetric Toeplitz key (0x6d5a repeated: a flow and its reverse hash
+      // alike, so a peer that is itself a DPDK node sees one queue per flow
+      // both ways), where the port takes a key of its own size.
+      static uint8_t key[64];
+      if (info.hash_key_size != 0 && info.hash_key_size <= sizeof key) {
+        for (size_t k = 0; k < sizeof key; k += 2) {
+          key[k] = 0x6d;
+          key[k + 1] = 0x5a;
+        }
+        conf.rx_adv_conf.rss_conf.rss_key = key;
+        conf.rx_adv_conf.rss_conf.rss_key_len = info.hash_key_size;
+      }
     }
     const uint64_t rx_ck = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
     const uint64_t tx_ck = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
@@ -245,6 +276,12 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
                   "dpdk_ports: port " + port.name + " does not start: " + rte_strerror(-rc));
     }
     g_ports_started = true;
+    if (conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS) spread_reta(id, info, queues);
+    if (port_socket >= 0 && socket >= 0 && port_socket != socket) {
+      LOG_WARN("dpdk: port %u is on NUMA node %d, the mbuf pools on node %d (the first port's): "
+               "its frames cross the interconnect; serve ports of one node per shingled",
+               id, port_socket, socket);
+    }
     g_shared.ports.push_back(port);
     LOG_INFO("dpdk: port %u (%s, %s) ready: MAC %02x:%02x:%02x:%02x:%02x:%02x, %u queue pair(s), "
              "flows spread by %s, checksum offload rx %s tx %s",
