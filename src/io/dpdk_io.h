@@ -57,7 +57,8 @@ class DpdkIo final : public PacketIo {
   unsigned receive_burst(RxPacket* out, unsigned max, unsigned timeout_us) override;
   // Builds the whole frame in a fresh mbuf (the request's mbuf stays the
   // engine's until the next receive_burst, by the RxPacket contract). Peers
-  // are sockaddr_in carrying a PeerHint (io/net/peer_hint.h).
+  // are sockaddr_in or sockaddr_in6 carrying a PeerHint (io/net/peer_hint.h);
+  // an IPv6 reply leaves in one frame (queue_send6).
   bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                   const uint8_t* data, uint32_t len) override;
   void flush() override;
