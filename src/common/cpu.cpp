@@ -1,6 +1,7 @@
 // CPU affinity helpers (see cpu.h).
 #include "common/cpu.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -56,6 +57,23 @@ std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<in
     if (!used) left.push_back(c);
   }
   return left;
+}
+
+int numa_node_of_cpu(int cpu, const std::string& sysfs_cpu_dir) {
+  if (cpu < 0) return -1;
+  DIR* dir = opendir((sysfs_cpu_dir + "/cpu" + std::to_string(cpu)).c_str());
+  if (dir == nullptr) return -1;
+  int node = -1;
+  while (const dirent* e = readdir(dir)) {
+    int n = 0;
+    const char* name = e->d_name;
+    if (std::strncmp(name, "node", 4) != 0 || name[4] < '0' || name[4] > '9') continue;
+    for (const char* c = name + 4; *c >= '0' && *c <= '9' && n < 1'000'000; ++c) n = n * 10 + (*c - '0');
+    node = n;
+    break;
+  }
+  closedir(dir);
+  return node;
 }
 
 }  // namespace shingled

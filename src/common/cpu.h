@@ -19,6 +19,10 @@ bool pin_current_thread(int cpu, std::string& error);
 bool restrict_thread(pthread_t thread, const std::vector<int>& cpus, std::string& error);
 // The CPUs of `allowed` that are not in `taken`, in order.
 std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<int>& taken);
+// The NUMA node of `cpu` as the kernel lists it (the `nodeN` entry of
+// /sys/devices/system/cpu/cpuN, or of `sysfs_cpu_dir` for tests); -1 when
+// unknown (no such CPU, a kernel without NUMA).
+int numa_node_of_cpu(int cpu, const std::string& sysfs_cpu_dir = "/sys/devices/system/cpu");
 
 // What a spinning thread does between two looks: the CPU's spin-wait hint
 // where it has one (the core yields to its hyperthread sibling and saves

@@ -521,6 +521,7 @@ int run(int argc, char** argv) {
   if (!control.open(config.control_socket, error)) return fail_with(error);
   if (!engine.start(error)) return fail_with(error);
   keep_off_worker_cpus(engine, persister);
+  if (config.io == IoBackendKind::dpdk) dpdk_check_worker_numa(engine.worker_cpus());
   log_what_is_served(config, keypairs);
   if (!engine.service().allow_update_in_force()) {
     LOG_INFO("writes are allowed by key only (allow_update_keys, keypair extensions): allow_update is "

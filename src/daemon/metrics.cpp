@@ -54,10 +54,18 @@ class Exposition {
 // Worker counters that are levels, not counts.
 bool is_gauge(const char* name) { return std::strcmp(name, "tcp_open") == 0; }
 
+// Worker counters kept in nanoseconds (`*_ns`), shown in seconds.
+bool is_nanoseconds(const char* name) {
+  const size_t n = std::strlen(name);
+  return n > 3 && std::strcmp(name + n - 3, "_ns") == 0;
+}
+
 // A stats name as a metric name: the counter service's figures (counter_*)
-// become counters_*, since Prometheus names must not read as their type.
+// become counters_*, since Prometheus names must not read as their type;
+// nanosecond counters (busy_ns) become seconds (busy_seconds), the base unit.
 std::string metric_name(const char* stats_name) {
-  const std::string n = stats_name;
+  std::string n = stats_name;
+  if (is_nanoseconds(stats_name)) n = n.substr(0, n.size() - 3) + "_seconds";
   return n.rfind("counter_", 0) == 0 ? "counters_" + n.substr(8) : n;
 }
 
@@ -103,10 +111,16 @@ std::string render_metrics(const Engine& engine, const Persister* persister, dou
 
   for (const Row& r : collect(engine)) {
     const bool gauge = is_gauge(r.name);
+    const bool nanoseconds = is_nanoseconds(r.name);
     const std::string name = p + metric_name(r.name) + (gauge ? "" : "_total");
     x.family(name, gauge ? "gauge" : "counter", r.help);
     for (size_t w = 0; w < r.per_worker.size(); ++w) {
-      x.sample(name, "worker=\"" + std::to_string(w) + "\"", r.per_worker[w]);
+      const std::string worker = "worker=\"" + std::to_string(w) + "\"";
+      if (nanoseconds) {
+        x.sample(name, worker, double(r.per_worker[w]) / 1e9);
+      } else {
+        x.sample(name, worker, r.per_worker[w]);
+      }
     }
   }
 

@@ -108,6 +108,7 @@ class Counter {
   X(ratelimit_buckets_expired, "buckets removed once drained or past expire (sweep)")       \
   X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_service_max_buckets reached") \
   X(loop_iterations, "worker loop iterations")                                              \
+  X(busy_ns, "time in loop passes that had packets or inbox messages, ns (a polling core's real load)") \
   X(rx_packets, "datagrams received")                                                       \
   X(tx_packets, "datagrams sent")                                                           \
   X(rx_truncated, "dropped: datagrams longer than the receive buffer (malformed)")           \

@@ -26,6 +26,7 @@ namespace {
 DpdkShared g_shared;
 bool g_eal_up = false;
 bool g_ports_started = false;
+int g_pool_node = -1;  // the NUMA node of the mbuf pools (the first port's); -1 unknown
 
 constexpr uint16_t kRxDescriptors = 1024;
 constexpr uint16_t kTxDescriptors = 1024;
@@ -194,6 +195,7 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
   }
   g_shared.seed = std::random_device{}() | uint64_t(std::random_device{}()) << 32;
   const int socket = rte_eth_dev_socket_id(ids[0]);
+  g_pool_node = socket;
   for (unsigned w = 0; w < queues; ++w) {
     rte_mempool* pool = make_pool(w, unsigned(ids.size()), socket < 0 ? int(SOCKET_ID_ANY) : socket);
     if (pool == nullptr) {
@@ -305,8 +307,21 @@ void dpdk_stop() {
   for (rte_mempool* pool : g_shared.pools) rte_mempool_free(pool);
   g_shared = DpdkShared{};
   g_ports_started = false;
+  g_pool_node = -1;
   if (g_eal_up) rte_eal_cleanup();
   g_eal_up = false;
+}
+
+void dpdk_check_worker_numa(const std::vector<int>& worker_cpus) {
+  if (g_pool_node < 0) return;  // a virtual device, or a machine without NUMA
+  for (size_t w = 0; w < worker_cpus.size(); ++w) {
+    const int node = numa_node_of_cpu(worker_cpus[w]);
+    if (node >= 0 && node != g_pool_node) {
+      LOG_WARN("dpdk: worker %zu runs on CPU %d of NUMA node %d, the ports and mbuf pools are on node %d: "
+               "each frame crosses the interconnect; give shingled the CPUs of node %d (taskset, or "
+               "CPUAffinity= in the unit)", w, worker_cpus[w], node, g_pool_node, g_pool_node);
+    }
+  }
 }
 
 std::unique_ptr<PacketIo> make_dpdk_io(unsigned worker, const std::vector<ListenAddress>& listeners,

@@ -30,6 +30,11 @@ bool dpdk_start(const Config& config, unsigned wanted_workers, unsigned& workers
 // after every worker's backend is destroyed. Does nothing if not started.
 void dpdk_stop();
 
+// Logs a warning for each worker pinned to a CPU on another NUMA node than
+// the ports' mbuf pools. Only after dpdk_start(); nothing when the node is
+// unknown.
+void dpdk_check_worker_numa(const std::vector<int>& worker_cpus);
+
 // The backend of worker `worker` (its queue pair on every port). Only after
 // dpdk_start().
 std::unique_ptr<PacketIo> make_dpdk_io(unsigned worker, const std::vector<ListenAddress>& listeners,

@@ -16,6 +16,8 @@ bool dpdk_start(const Config& config, unsigned, unsigned&, ConfigError& error) {
 
 void dpdk_stop() {}
 
+void dpdk_check_worker_numa(const std::vector<int>&) {}
+
 std::unique_ptr<PacketIo> make_dpdk_io(unsigned, const std::vector<ListenAddress>&,
                                        std::string& error) {
   error = "this shingled was built without DPDK";

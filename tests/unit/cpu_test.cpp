@@ -6,10 +6,31 @@
 
 #include <sched.h>
 
+#include <filesystem>
 #include <thread>
+
+#include "temp_dir.h"
 
 namespace shingled {
 namespace {
+
+// The kernel names a CPU's node by a `nodeN` entry in its sysfs directory:
+// a fake tree gives each case.
+TEST(Cpu, a_cpus_numa_node_is_read_from_its_sysfs_node_entry) {
+  test::TempDir dir("shingled-cpu-numa");
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.path() + "/cpu0/node0");
+  fs::create_directories(dir.path() + "/cpu3/cache");
+  fs::create_directories(dir.path() + "/cpu3/node12");
+  fs::create_directories(dir.path() + "/cpu5/cache");  // no node entry: no NUMA
+  fs::create_directories(dir.path() + "/cpu6/nodex");  // not a node number
+  EXPECT_EQ(numa_node_of_cpu(0, dir.path()), 0);
+  EXPECT_EQ(numa_node_of_cpu(3, dir.path()), 12);
+  EXPECT_EQ(numa_node_of_cpu(5, dir.path()), -1);
+  EXPECT_EQ(numa_node_of_cpu(6, dir.path()), -1);
+  EXPECT_EQ(numa_node_of_cpu(9, dir.path()), -1) << "no such CPU";
+  EXPECT_EQ(numa_node_of_cpu(-1, dir.path()), -1);
+}
 
 TEST(Cpu, the_cpus_left_are_the_allowed_ones_no_worker_took_in_order) {
   EXPECT_EQ(cpus_left({0, 1, 2, 3}, {0, 2}), (std::vector<int>{1, 3}));

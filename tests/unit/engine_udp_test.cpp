@@ -97,6 +97,7 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
   so.max_hashes = 10'000;
   FuzzyStore store(so);
   Engine engine(config, store);
+  const auto started = std::chrono::steady_clock::now();
   ASSERT_TRUE(engine.start(err)) << err;
 
   Client client(port);
@@ -140,6 +141,17 @@ TEST_P(EngineOverUdp, writes_on_any_owner_core_are_found_by_checks_from_any_core
   EXPECT_GT(index_messages, 0u) << "with two owners some shingles must live on the other core";
   (void)forwarded;  // depends on which socket the kernel picked for the flow
   engine.stop();
+  // busy_ns: a worker that took datagrams worked for some time, and never
+  // for longer than it ran.
+  const uint64_t ran_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - started).count());
+  for (unsigned w = 0; w < engine.worker_count(); ++w) {
+    const WorkerStats& s = engine.worker(w).stats();
+    if (s.rx_packets.get() > 0) {
+      EXPECT_GT(s.busy_ns.get(), 0u) << "worker " << w;
+    }
+    EXPECT_LE(s.busy_ns.get(), ran_ns) << "worker " << w;
+  }
 }
 
 // Several bind_socket addresses, IPv4 and IPv6: each answers from the
