@@ -237,27 +237,29 @@ bool DpdkIo::drain_wake() {
 
 bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                         const uint8_t* data, uint32_t len) {
-  if (peer != nullptr && peer->sa_family == AF_INET6 && peer_len >= sizeof(sockaddr_in6)) {
-    sockaddr_in6 in6;
-    std::memcpy(&in6, peer, sizeof in6);
-    return queue_send6(listener, in6, data, len);
-  }
-  if (peer == nullptr || peer->sa_family != AF_INET || peer_len < sizeof(sockaddr_in) ||
+  const bool v6 = peer != nullptr && peer->sa_family == AF_INET6 && peer_len >= sizeof(sockaddr_in6);
+  if (peer == nullptr || (!v6 && (peer->sa_family != AF_INET || peer_len < sizeof(sockaddr_in))) ||
       len > kMaxReply) {
     ++counters_.tx_errors;  // a caller bug
     return false;
   }
-  sockaddr_in in;
-  std::memcpy(&in, peer, sizeof in);
-  const net::PeerHint hint = net::peer_hint(in);
+  sockaddr_in in{};
+  sockaddr_in6 in6{};
+  if (v6) {
+    std::memcpy(&in6, peer, sizeof in6);
+  } else {
+    std::memcpy(&in, peer, sizeof in);
+  }
+  const net::PeerHint hint = v6 ? net::peer_hint(in6) : net::peer_hint(in);
   Port& p = ports_[hint.port < ports_.size() ? hint.port : 0];
-  // One mbuf per frame: a reply larger than one frame leaves as IPv4
+  // One mbuf per frame: a reply larger than one frame leaves as IP
   // fragments, each its own single-segment mbuf (every PMD sends those;
   // chained mbufs would need MULTI_SEGS).
-  static_assert(net::udp_frame_count(kMaxReply) <= net::kMaxTxFrames,
+  static_assert(net::udp_frame_count(kMaxReply) <= net::kMaxTxFrames &&
+                    net::udp6_frame_count(kMaxReply) <= net::kMaxTxFrames,
                 "the largest reply must fit the layer's fragments");
   static_assert(RTE_MBUF_DEFAULT_DATAROOM >= net::kMaxFrame, "a frame must fit one mbuf");
-  const unsigned frames = net::udp_frame_count(len);
+  const unsigned frames = v6 ? net::udp6_frame_count(len) : net::udp_frame_count(len);
   rte_mbuf* m[net::kMaxTxFrames];
   uint8_t* out[net::kMaxTxFrames];
   if (rte_pktmbuf_alloc_bulk(pool_, m, frames) != 0) {
@@ -265,9 +267,10 @@ bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_
     return false;
   }
   for (unsigned i = 0; i < frames; ++i) out[i] = rte_pktmbuf_mtod(m[i], uint8_t*);
-  const auto tx = p.stack->build_udp(std::span<uint8_t* const>(out, frames), listener, in, data,
-                                     len, now_ms_,
-                                     p.tx_checksum ? net::TxChecksum::offload : net::TxChecksum::software);
+  const std::span<uint8_t* const> buffers(out, frames);
+  const net::TxChecksum checksum = p.tx_checksum ? net::TxChecksum::offload : net::TxChecksum::software;
+  const auto tx = v6 ? p.stack->build_udp6(buffers, listener, in6, data, len, checksum)
+                     : p.stack->build_udp(buffers, listener, in, data, len, now_ms_, checksum);
   // Frames the layer did not use: all of them when it dropped the reply (no
   // route, counted there), all but the first when an ARP request went out.
   for (unsigned i = tx.frames; i < frames; ++i) rte_pktmbuf_free(m[i]);
@@ -275,42 +278,17 @@ bool DpdkIo::queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_
     const uint32_t flen = tx.frame_len(i);
     m[i]->data_len = uint16_t(flen);
     m[i]->pkt_len = flen;
-    // The layer leaves checksums to the NIC only in a single UDP frame.
+    // The layer leaves checksums to the NIC only in a single UDP frame
+    // (IPv6 has no header checksum).
     if (p.tx_checksum && tx.frames == 1 && !tx.arp_request) {
-      m[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+      m[i]->ol_flags = v6 ? RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_UDP_CKSUM
+                          : RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
       m[i]->l2_len = net::kEthHeader;
-      m[i]->l3_len = net::kIpv4MinHeader;
+      m[i]->l3_len = v6 ? net::kIpv6Header : net::kIpv4MinHeader;
     }
     enqueue_tx(p, m[i], flen);
   }
-  return true;
-}
-
-bool DpdkIo::queue_send6(uint16_t listener, const sockaddr_in6& peer, const uint8_t* data,
-                         uint32_t len) {
-  const net::PeerHint hint = net::peer_hint(peer);
-  Port& p = ports_[hint.port < ports_.size() ? hint.port : 0];
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) {
-    ++counters_.tx_queue_full;
-    return false;
-  }
-  uint8_t* out[1] = {rte_pktmbuf_mtod(m, uint8_t*)};
-  const auto tx = p.stack->build_udp6(std::span<uint8_t* const>(out, 1), listener, peer, data, len,
-                                      p.tx_checksum ? net::TxChecksum::offload : net::TxChecksum::software);
-  if (tx.frames == 0) {  // too big for one frame, or no MAC: counted by the layer
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  m->data_len = uint16_t(tx.len);
-  m->pkt_len = tx.len;
-  if (p.tx_checksum) {
-    m->ol_flags = RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_UDP_CKSUM;
-    m->l2_len = net::kEthHeader;
-    m->l3_len = net::kIpv6Header;
-  }
-  enqueue_tx(p, m, tx.len);
-  return true;
+  return true;  // a reply the layer dropped is counted there (no route, too big)
 }
 
 void DpdkIo::enqueue_tx(Port& p, rte_mbuf* m, uint32_t len) {

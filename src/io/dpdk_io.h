@@ -58,12 +58,10 @@ class DpdkIo final : public PacketIo {
   // Builds the whole frame in a fresh mbuf (the request's mbuf stays the
   // engine's until the next receive_burst, by the RxPacket contract). Peers
   // are sockaddr_in or sockaddr_in6 carrying a PeerHint (io/net/peer_hint.h);
-  // an IPv6 reply leaves in one frame (queue_send6).
+  // a reply larger than a frame leaves as IP fragments, one mbuf each.
   bool queue_send(uint16_t listener, const sockaddr* peer, socklen_t peer_len,
                   const uint8_t* data, uint32_t len) override;
   void flush() override;
-  // An IPv6 reply: one frame (the layer counts larger ones and drops them).
-  bool queue_send6(uint16_t listener, const sockaddr_in6& peer, const uint8_t* data, uint32_t len);
   void set_wake_fd(int fd) override;
   const IoCounters& counters() const override { return counters_; }
   const net::NetCounters* net_counters() const override;

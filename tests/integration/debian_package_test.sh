@@ -163,15 +163,7 @@ SERVER_CMD="setpriv --reuid=$user --regid=$user --init-groups --no-new-privs env
 start_server pkg "$P_FUZZY" -
 wait_server pkg "$P_FUZZY" || finish
 RSPAMD_SYMBOLS='    FUZZY_PKG { weight = 1.0; }'
-RSPAMD_RULES="  rule \"pkg\" {
-    servers = \"127.0.0.1:$P_FUZZY\";
-    read_only = false;
-    max_score = 100.0;
-    mime_types = [\"*\"];
-    short_text_direct_hash = true;
-    min_length = 64;
-    fuzzy_map = { FUZZY_PKG { max_score = 100.0; flag = 1; } }
-  }"
+RSPAMD_RULES=$(plain_fuzzy_rule pkg "127.0.0.1:$P_FUZZY" FUZZY_PKG:1)
 start_rspamd
 expect_sym unknown_before_learning msg1.eml FUZZY_PKG absent
 fuzzy_op rspamd_learns fuzzy_add 1 10 msg1.eml

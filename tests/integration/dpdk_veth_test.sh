@@ -147,7 +147,7 @@ dpdk_addresses = ["$SRV_IP/24", "$SRV_IP6/64"];
 dpdk_rss = $([ "$QUEUES" -gt 1 ] && echo spread || echo auto);
 workers = $QUEUES;
 bind_socket = ["0.0.0.0:$PORT", "[::]:$PORT"];
-counters_bind_socket = "0.0.0.0:$CPORT";
+counters_bind_socket = ["0.0.0.0:$CPORT", "[::]:$CPORT"];
 ratelimit_bind_socket = "0.0.0.0:$RPORT";
 allow_update = ["$CLI_IP", "$CLI_IP6"];
 control_socket = "$TMP/ctl.sock";
@@ -234,48 +234,102 @@ json_ok "$out" "d['wrong'] == 0 and d['answered'] > 1000 and d['exact_hits'] > 0
 
 # ------------------------------------------------------------------ counters: a reply in fragments
 # 64 counters: add 3 to all, then 4 to the first 32; one read of all 64
-# answers 3,088 bytes, more than one frame: it must leave as IPv4 fragments
-# (net.tx_fragmented) and reach the kernel client whole, with every value right.
-ctr_all=""
-for i in $(seq 0 63); do ctr_all="$ctr_all 14:$((0x5791f8ca0000 + i * 7919))"; done
-ctr_first=$(echo $ctr_all | cut -d' ' -f1-32)
-counters() { in_cli "$SHINGLECTL" counters "$@" --server "$SRV_IP:$CPORT" --prefix dpdk_test --timeout 2000; }
-frag_before=$(net_counter "$(stats)" tx_fragmented)
-# shellcheck disable=SC2086  # one argument per counter
-if counters add $ctr_all --delta 3 >"$TMP/ctr.add" 2>&1 && counters add $ctr_first --delta 4 >>"$TMP/ctr.add" 2>&1; then
-  pass counters_add "64 counters +3, 32 of them +4 more"
-else
-  fail counters_add "$(tail -3 "$TMP/ctr.add" | tr '\n' ' ')"
-fi
-# shellcheck disable=SC2086
-counters get $ctr_all --json >"$TMP/ctr.get" 2>&1; rc=$?
-if values=$(python3 - "$TMP/ctr.get" "$ctr_all" <<'PY'
+# answers 3,088 bytes, more than one frame: it must leave as IP fragments
+# (net.tx_fragmented) and reach the kernel client whole, with every value
+# right. Run over IPv4 here, over IPv6 below (its own counter names).
+# counters_fragmented_reply NAME SERVER TYPE
+counters_fragmented_reply() {
+  local name=$1 server=$2 type=$3 ctr_all="" ctr_first i rc values ok_get frag_before frag_after
+  for i in $(seq 0 63); do ctr_all="$ctr_all $type:$((0x5791f8ca0000 + i * 7919))"; done
+  ctr_first=$(echo $ctr_all | cut -d' ' -f1-32)
+  counters() { in_cli "$SHINGLECTL" counters "$@" --server "$server" --prefix dpdk_test --timeout 2000; }
+  frag_before=$(net_counter "$(stats)" tx_fragmented)
+  # shellcheck disable=SC2086  # one argument per counter
+  if counters add $ctr_all --delta 3 >"$TMP/ctr.add" 2>&1 && counters add $ctr_first --delta 4 >>"$TMP/ctr.add" 2>&1; then
+    pass "${name}_add" "64 counters +3, 32 of them +4 more"
+  else
+    fail "${name}_add" "$(tail -3 "$TMP/ctr.add" | tr '\n' ' ')"
+  fi
+  # shellcheck disable=SC2086
+  counters get $ctr_all --json >"$TMP/ctr.get" 2>&1; rc=$?
+  if values=$(python3 - "$TMP/ctr.get" "$ctr_all" <<'PY'
 import json, sys
 names = sys.argv[2].split()
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
-want = {'14:0x%016x' % int(n.split(':')[1]): (7 if i < 32 else 3) for i, n in enumerate(names)}
+want = {'%s:0x%016x' % (n.split(':')[0], int(n.split(':')[1])): (7 if i < 32 else 3) for i, n in enumerate(names)}
 got = {r['counter']: r for r in rows}
 bad = [(c, got.get(c)) for c, v in want.items()
        if c not in got or got[c]['hour'] != v or got[c]['day'] != v or got[c]['two_weeks'] != v]
 print('%d rows, %d wrong%s' % (len(rows), len(bad), (': %s' % bad[:3]) if bad else ''))
 sys.exit(0 if len(rows) == 64 and not bad else 1)
 PY
-); then
-  ok_get=1
-else
-  ok_get=0
-fi
-frag_after=$frag_before
-for _ in $(seq 20); do  # the worker publishes its counters every few ms
-  frag_after=$(net_counter "$(stats)" tx_fragmented)
-  [ "$frag_after" -gt "$frag_before" ] && break
-  sleep 0.1
-done
-if [ $rc -eq 0 ] && [ $ok_get = 1 ] && [ "$frag_after" -gt "$frag_before" ]; then
-  pass counters_get_fragmented_reply "$values in one 3,088-byte reply; net.tx_fragmented $frag_before -> $frag_after"
-else
-  fail counters_get_fragmented_reply "rc=$rc, values: $values; tx_fragmented $frag_before -> $frag_after: $(head -c 300 "$TMP/ctr.get")"
-fi
+  ); then
+    ok_get=1
+  else
+    ok_get=0
+  fi
+  frag_after=$frag_before
+  for _ in $(seq 20); do  # the worker publishes its counters every few ms
+    frag_after=$(net_counter "$(stats)" tx_fragmented)
+    [ "$frag_after" -gt "$frag_before" ] && break
+    sleep 0.1
+  done
+  if [ $rc -eq 0 ] && [ $ok_get = 1 ] && [ "$frag_after" -gt "$frag_before" ]; then
+    pass "${name}_get_fragmented_reply" "$values in one 3,088-byte reply; net.tx_fragmented $frag_before -> $frag_after"
+  else
+    fail "${name}_get_fragmented_reply" "rc=$rc, values: $values; tx_fragmented $frag_before -> $frag_after: $(head -c 300 "$TMP/ctr.get")"
+  fi
+}
+counters_fragmented_reply counters "$SRV_IP:$CPORT" 14
+
+# ------------------------------------------------------------------ hostile frames
+# raw_frame_drops SCRIPT CLIENT_IP SERVER_IP "KIND:COUNTER ...": each kind is
+# sent K times straight onto the wire by SCRIPT (AF_PACKET in the client
+# namespace, so the kernel adds or fixes nothing) and must raise exactly its
+# own drop counter by K, with nothing delivered.
+K=5
+raw_frame_drops() {
+  local script=$1 cli_ip=$2 srv_ip=$3 c kind counter before after delivered_before delivered_after
+  local frames_before chatter_before
+  for c in $4; do
+    kind=${c%%:*}
+    counter=${c#*:}
+    before=$(net_counter "$(stats)" "$counter")
+    delivered_before=$(net_counter "$(stats)" udp_delivered)
+    frames_before=$(net_counter "$(stats)" rx_frames)
+    # the client kernel's own IPv6 chatter (router solicitations, MLD) may
+    # arrive meanwhile: it goes to groups not ours
+    chatter_before=$(net_counter "$(stats)" drop_not_our_mac)
+    if ! in_cli python3 "$script" "$IF_CLI" "$CLI_MAC" "$SRV_MAC" "$cli_ip" "$srv_ip" "$PORT" "$kind" "$K" 2>"$TMP/frames.err"; then
+      fail "drop_$kind" "could not send raw frames: $(head -2 "$TMP/frames.err")"
+      continue
+    fi
+    after=$before
+    for _ in $(seq 30); do  # the worker publishes its counters every few ms
+      after=$(net_counter "$(stats)" "$counter")
+      [ "$after" -ge $((before + K)) ] && break
+      sleep 0.1
+    done
+    sleep 0.2
+    after=$(net_counter "$(stats)" "$counter")
+    delivered_after=$(net_counter "$(stats)" udp_delivered)
+    if [ "$after" -eq $((before + K)) ] && [ "$delivered_after" -eq "$delivered_before" ]; then
+      pass "drop_$kind" "$counter +$K, nothing delivered"
+    elif [ "$counter" = drop_ip_fragment ] && [ "$after" -eq "$before" ] &&
+         [ "$delivered_after" -eq "$delivered_before" ] &&
+         [ $(( $(net_counter "$(stats)" rx_frames) - frames_before )) -eq \
+           $(( $(net_counter "$(stats)" drop_not_our_mac) - chatter_before )) ]; then
+      # net_af_packet joins a PACKET_FANOUT group with PACKET_FANOUT_FLAG_DEFRAG:
+      # the kernel holds IPv4 fragments for reassembly and never hands a lone
+      # one to the PMD. The layer's own fragment drop is pinned by the unit
+      # tests (l2l4_stack_test) and the fuzzer; here: none of them got
+      # through, and no frame came but the client kernel's IPv6 chatter.
+      pass "drop_$kind" "the kernel's fanout defrag kept all $K from DPDK; nothing delivered"
+    else
+      fail "drop_$kind" "$counter went $before -> $after (expected +$K), udp_delivered $delivered_before -> $delivered_after"
+    fi
+  done
+}
 
 # ------------------------------------------------------------------ IPv6
 # Neighbour discovery (the kernel's solicitation to our solicited-node
@@ -337,25 +391,12 @@ s.bind((iface, 0))
 for _ in range(int(count)):
     s.send(dmac + smac + b'\x86\xdd' + frames[kind])
 PY
-for c in fragment6:drop_ipv6_fragment hop_by_hop6:drop_ipv6_extension zero_udp_checksum6:drop_udp_bad_checksum \
-         forwarded_solicitation6:drop_nd_malformed icmp6_bad_checksum:drop_icmp_bad_checksum; do
-  kind=${c%%:*} counter=${c#*:}
-  before=$(net_counter "$(stats)" "$counter")
-  delivered_before=$(net_counter "$(stats)" udp_delivered)
-  in_cli python3 "$TMP/frames6.py" "$IF_CLI" "$CLI_MAC" "$SRV_MAC" "$CLI_IP6" "$SRV_IP6" "$PORT" "$kind" 5 2>"$TMP/frames6.err" ||
-    { fail "drop_$kind" "could not send raw frames: $(head -2 "$TMP/frames6.err")"; continue; }
-  after=$before
-  for _ in $(seq 30); do
-    after=$(net_counter "$(stats)" "$counter")
-    [ "$after" -ge $((before + 5)) ] && break
-    sleep 0.1
-  done
-  if [ "$after" -eq $((before + 5)) ] && [ "$(net_counter "$(stats)" udp_delivered)" -eq "$delivered_before" ]; then
-    pass "drop_$kind" "$counter +5, nothing delivered"
-  else
-    fail "drop_$kind" "$counter went $before -> $after (expected +5)"
-  fi
-done
+raw_frame_drops "$TMP/frames6.py" "$CLI_IP6" "$SRV_IP6" "fragment6:drop_ipv6_fragment hop_by_hop6:drop_ipv6_extension
+zero_udp_checksum6:drop_udp_bad_checksum forwarded_solicitation6:drop_nd_malformed
+icmp6_bad_checksum:drop_icmp_bad_checksum"
+# A counter read of 64 entries over IPv6: it leaves as IPv6 fragments the
+# client's kernel reassembles.
+counters_fragmented_reply counters_ipv6 "[$SRV_IP6]:$CPORT" 15
 
 # ------------------------------------------------------------------ several queues
 if [ "$QUEUES" -gt 1 ]; then
@@ -506,11 +547,7 @@ kill "$RSPAMD_PID" 2>/dev/null
 wait "$RSPAMD_PID" 2>/dev/null
 RSPAMD_PID=""
 
-# ------------------------------------------------------------------ hostile frames
-# Each kind is sent K times straight onto the wire (AF_PACKET in the client
-# namespace, so the kernel adds or fixes nothing) and must raise exactly
-# its own drop counter by K.
-K=5
+# ------------------------------------------------------------------ hostile IPv4 frames
 cat >"$TMP/frames.py" <<'PY'
 import socket, struct, sys
 iface, src_mac, dst_mac, src_ip, dst_ip, port, kind, count = sys.argv[1:9]
@@ -554,50 +591,11 @@ s.bind((iface, 0))
 for _ in range(int(count)):
     s.send(frames[kind])
 PY
-# kind -> the counter it must raise
-cases="bad_ip_checksum:drop_ip_bad_checksum bad_udp_checksum:drop_udp_bad_checksum
+raw_frame_drops "$TMP/frames.py" "$CLI_IP" "$SRV_IP" "bad_ip_checksum:drop_ip_bad_checksum bad_udp_checksum:drop_udp_bad_checksum
 fragment_first:drop_ip_fragment fragment_later:drop_ip_fragment not_for_us:drop_ip_not_for_us
 vlan_tagged:drop_vlan_tagged truncated_ip:drop_ip_malformed udp_length_lies:drop_udp_malformed
 closed_port:drop_udp_no_listener icmp_bad_checksum:drop_icmp_bad_checksum
 unknown_ethertype:drop_ethertype ip_protocol_tcp:drop_ip_protocol"
-for c in $cases; do
-  kind=${c%%:*}
-  counter=${c#*:}
-  before=$(net_counter "$(stats)" "$counter")
-  delivered_before=$(net_counter "$(stats)" udp_delivered)
-  frames_before=$(net_counter "$(stats)" rx_frames)
-  # the client kernel's own IPv6 chatter (router solicitations, MLD) may
-  # arrive meanwhile: it goes to groups not ours
-  chatter_before=$(net_counter "$(stats)" drop_not_our_mac)
-  if ! in_cli python3 "$TMP/frames.py" "$IF_CLI" "$CLI_MAC" "$SRV_MAC" "$CLI_IP" "$SRV_IP" "$PORT" "$kind" "$K" 2>"$TMP/frames.err"; then
-    fail "drop_$kind" "could not send raw frames: $(head -2 "$TMP/frames.err")"
-    continue
-  fi
-  after=$before
-  for _ in $(seq 30); do  # the worker publishes its counters every few ms
-    after=$(net_counter "$(stats)" "$counter")
-    [ "$after" -ge $((before + K)) ] && break
-    sleep 0.1
-  done
-  sleep 0.2
-  after=$(net_counter "$(stats)" "$counter")
-  delivered_after=$(net_counter "$(stats)" udp_delivered)
-  if [ "$after" -eq $((before + K)) ] && [ "$delivered_after" -eq "$delivered_before" ]; then
-    pass "drop_$kind" "$counter +$K, nothing delivered"
-  elif [ "$counter" = drop_ip_fragment ] && [ "$after" -eq "$before" ] &&
-       [ "$delivered_after" -eq "$delivered_before" ] &&
-       [ $(( $(net_counter "$(stats)" rx_frames) - frames_before )) -eq \
-         $(( $(net_counter "$(stats)" drop_not_our_mac) - chatter_before )) ]; then
-    # net_af_packet joins a PACKET_FANOUT group with PACKET_FANOUT_FLAG_DEFRAG:
-    # the kernel holds fragments for reassembly and never hands a lone one to
-    # the PMD. The layer's own fragment drop is pinned by the unit tests
-    # (l2l4_stack_test) and the fuzzer; here: none of them got through, and
-    # no frame came but the client kernel's IPv6 chatter.
-    pass "drop_$kind" "the kernel's fanout defrag kept all $K from DPDK; nothing delivered"
-  else
-    fail "drop_$kind" "$counter went $before -> $after (expected +$K), udp_delivered $delivered_before -> $delivered_after"
-  fi
-done
 
 # ------------------------------------------------------------------ undisturbed
 out=$(probe check --count $N --flag 3 --value 7)

@@ -704,6 +704,26 @@ rc() {  # outfile rspamc-args...   (bounded rspamc call)
     timeout -k 2 $((RT + 5)) rspamc -t "$RT" "$@" >"$out" 2>&1
 }
 
+# plain_fuzzy_rule NAME SERVERS "SYMBOL:FLAG ..." [EXTRA-UCL]: prints the
+# fuzzy_check rule the tests share: it learns (read_only = false) and checks
+# every MIME part of 64 bytes or more (short texts hashed directly), each
+# symbol at max_score 100 for its flag; EXTRA-UCL goes in the rule as is.
+plain_fuzzy_rule() {
+    local name=$1 servers=$2 maps=$3 extra=${4:-} m
+    echo "  rule \"$name\" {"
+    echo "    servers = \"$servers\";"
+    echo "    read_only = false;"
+    [ -n "$extra" ] && echo "    $extra"
+    echo "    max_score = 100.0;"
+    echo "    mime_types = [\"*\"];"
+    echo "    short_text_direct_hash = true;"
+    echo "    min_length = 64;"
+    echo "    fuzzy_map = {"
+    for m in $maps; do echo "      ${m%%:*} { max_score = 100.0; flag = ${m#*:}; }"; done
+    echo "    }"
+    echo "  }"
+}
+
 # Writes TMP/rspamd/rspamd.conf (symbols group "fuzzy_test" = RSPAMD_SYMBOLS, the fuzzy_check
 # rules = RSPAMD_RULES), starts rspamd, waits until the controller and the normal worker answer.
 start_rspamd() {

@@ -46,6 +46,7 @@ import json, re, sys
 stats = json.load(open(sys.argv[1]))
 names = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", open(sys.argv[2]).read(), re.M))
 def metric(n):
+    n = n[:-3] + "_seconds" if n.endswith("_ns") else n  # nanoseconds kept, seconds shown
     n = "counters_" + n[8:] if n.startswith("counter_") else n
     return n
 want = []

@@ -114,17 +114,7 @@ got=$(ask 203.0.113.9 check 1)
 echo "== B. rspamd $RSPAMD_CLIENT_VERSION as the client, from 192.0.2.1"
 BLOCK_SYM=FUZZY_BLOCKED; client_at_least 3.10 && BLOCK_SYM=FUZZY_RATELIMITED
 RSPAMD_SYMBOLS='    FUZZY_DENIED_TEST { weight = 10.0; description = "fuzzy flag 1"; }'
-RSPAMD_RULES="  rule \"test\" {
-    servers = \"192.0.2.1:$P_LIMITED\";
-    read_only = false;
-    max_score = 100.0;
-    mime_types = [\"*\"];
-    short_text_direct_hash = true;
-    min_length = 64;
-    fuzzy_map = {
-      FUZZY_DENIED_TEST { max_score = 100.0; flag = 1; }
-    }
-  }"
+RSPAMD_RULES=$(plain_fuzzy_rule test "192.0.2.1:$P_LIMITED" FUZZY_DENIED_TEST:1)
 start_rspamd
 check_alive
 fuzzy_op B_learn_is_not_limited fuzzy_add 1 10 msg1.eml

@@ -134,32 +134,9 @@ fi
 RSPAMD_SYMBOLS='    FUZZY_DENIED_TEST { weight = 10.0; description = "fuzzy flag 1 (server under test)"; }
     FUZZY_WHITE_TEST { weight = -5.0; description = "fuzzy flag 2 (server under test)"; }
     FUZZY_REFUSE_TEST { weight = 1.0; description = "fuzzy flag 3 (server refusing writes)"; }'
-RSPAMD_RULES="  rule \"test\" {
-    servers = \"127.0.0.1:$RULE_PORT_MAIN\";
-    read_only = false;
-    $RULE_TCP
-    max_score = 100.0;
-    mime_types = [\"*\"];
-    short_text_direct_hash = true;
-    min_length = 64;
-    fuzzy_map = {
-      FUZZY_DENIED_TEST { max_score = 100.0; flag = 1; }
-      FUZZY_WHITE_TEST { max_score = 100.0; flag = 2; }
-    }
-  }
-  # writes with -f 3 go only here: this server allows updates from 127.0.0.2 only
-  rule \"refuse\" {
-    servers = \"127.0.0.1:$RULE_PORT_REFUSE\";
-    read_only = false;
-    $RULE_TCP
-    max_score = 100.0;
-    mime_types = [\"*\"];
-    short_text_direct_hash = true;
-    min_length = 64;
-    fuzzy_map = {
-      FUZZY_REFUSE_TEST { max_score = 100.0; flag = 3; }
-    }
-  }"
+# writes with -f 3 go only to "refuse": that server allows updates from 127.0.0.2 only
+RSPAMD_RULES="$(plain_fuzzy_rule test "127.0.0.1:$RULE_PORT_MAIN" "FUZZY_DENIED_TEST:1 FUZZY_WHITE_TEST:2" "$RULE_TCP")
+$(plain_fuzzy_rule refuse "127.0.0.1:$RULE_PORT_REFUSE" FUZZY_REFUSE_TEST:3 "$RULE_TCP")"
 start_rspamd
 
 # ---------------------------------------------------------------- 1. nothing stored yet

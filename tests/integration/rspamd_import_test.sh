@@ -42,18 +42,7 @@ start_server main "$P_FUZZY" 127.0.0.1
 wait_server main "$P_FUZZY" || finish
 RSPAMD_SYMBOLS='    FUZZY_DENIED_TEST { weight = 10.0; description = "fuzzy flag 1"; }
     FUZZY_WHITE_TEST { weight = -5.0; description = "fuzzy flag 2"; }'
-RSPAMD_RULES="  rule \"test\" {
-    servers = \"127.0.0.1:$P_FUZZY\";
-    read_only = false;
-    max_score = 100.0;
-    mime_types = [\"*\"];
-    short_text_direct_hash = true;
-    min_length = 64;
-    fuzzy_map = {
-      FUZZY_DENIED_TEST { max_score = 100.0; flag = 1; }
-      FUZZY_WHITE_TEST { max_score = 100.0; flag = 2; }
-    }
-  }"
+RSPAMD_RULES=$(plain_fuzzy_rule test "127.0.0.1:$P_FUZZY" "FUZZY_DENIED_TEST:1 FUZZY_WHITE_TEST:2")
 start_rspamd
 
 echo "== writes into rspamd's fuzzy worker (sqlite)"

@@ -11,8 +11,10 @@
 
 #include "io/net/ethernet.h"
 #include "io/net/inet_checksum.h"
+#include "io/net/ip_fragments.h"
 #include "io/net/ipv6.h"
 #include "io/net/l2l4_stack.h"
+#include "net_stack_harness.h"
 
 namespace shingled::net {
 namespace {
@@ -102,20 +104,9 @@ bool upper_checksum_ok(const uint8_t* f, uint32_t len) {
   return checksum_finish(checksum_add(ip + kIpv6Header, payload, ipv6_pseudo_header_sum(ip, payload, ip[6]))) == 0;
 }
 
-class L2L4Ipv6Test : public ::testing::Test {
+class L2L4Ipv6Test : public test::StackHarness {
  protected:
-  RxResult feed(Bytes& f, uint32_t capacity = 0) {
-    const RxResult r = stack.receive(f.data(), uint32_t(f.size()), {}, 1000, capacity);
-    EXPECT_EQ(frame_outcomes(stack.counters()), stack.counters().rx_frames)
-        << "every frame must end in exactly one outcome counter";
-    return r;
-  }
-  void expect_drop(Bytes f, uint64_t NetCounters::*counter, const char* why) {
-    const uint64_t before = stack.counters().*counter;
-    EXPECT_EQ(feed(f).action, RxResult::drop) << why;
-    EXPECT_EQ(stack.counters().*counter, before + 1) << why;
-  }
-  L2L4Stack stack{config6()};
+  L2L4Ipv6Test() : StackHarness(config6()) {}
 };
 
 TEST_F(L2L4Ipv6Test, udp_to_the_wildcard_listener_is_delivered_with_the_peer_and_its_mac) {
@@ -168,19 +159,104 @@ TEST_F(L2L4Ipv6Test, a_reply_is_built_to_the_requests_mac_and_verifies) {
   EXPECT_EQ(back.payload_len, 5u);
 }
 
-TEST_F(L2L4Ipv6Test, replies_too_big_for_one_frame_or_without_a_mac_are_counted) {
+// A reply over one frame leaves as IPv6 fragments (RFC 8200 4.5): each
+// checked field by field, then reassembled as the client's kernel would
+// and its UDP checksum verified over the whole datagram.
+TEST_F(L2L4Ipv6Test, a_reply_larger_than_a_frame_leaves_as_fragments_that_reassemble) {
   Bytes f = ipv6_frame({}, udp({1}), 6);
   const RxResult r = feed(f);
-  std::vector<uint8_t> big(kMaxUdp6Payload + 1);
+  ASSERT_EQ(r.action, RxResult::deliver);
+  Bytes payload(3136);  // the largest reply any service writes
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = uint8_t(i * 7 + 3);
+  uint8_t bufs[kMaxTxFrames][kMaxFrame];
+  uint8_t* out[kMaxTxFrames] = {bufs[0], bufs[1], bufs[2], bufs[3]};
+  ASSERT_EQ(udp6_frame_count(uint32_t(payload.size())), 3u);
+  for (const TxChecksum mode : {TxChecksum::software, TxChecksum::offload}) {
+    const auto tx = stack.build_udp6(out, r.listener, r.peer6, payload.data(), uint32_t(payload.size()), mode);
+    ASSERT_EQ(tx.frames, 3);
+    Bytes datagram;
+    uint32_t id = 0;
+    for (unsigned i = 0; i < tx.frames; ++i) {
+      const uint8_t* fr = out[i];
+      const uint8_t* ip = fr + kEthHeader;
+      const uint8_t* fh = ip + kIpv6Header;
+      EXPECT_EQ(0, std::memcmp(fr, kClientMac, 6)) << "fragment " << i;
+      EXPECT_EQ(ip[6], kNextFragment) << "fragment " << i;
+      EXPECT_EQ(fh[0], kProtoUdp) << "fragment " << i;
+      EXPECT_EQ(uint32_t(load_be16(fh + 2) & ~7u), i * kFragment6Data) << "fragment " << i;
+      EXPECT_EQ((load_be16(fh + 2) & 1) != 0, i + 1 < tx.frames) << "M on all but the last";
+      if (i == 0) id = load_be32(fh + 4);
+      EXPECT_EQ(load_be32(fh + 4), id) << "one id for the datagram";
+      const uint32_t carried = load_be16(ip + 4) - kIpv6FragmentHeader;
+      EXPECT_EQ(tx.frame_len(i), kEthHeader + kIpv6Header + kIpv6FragmentHeader + carried);
+      if (i + 1 < tx.frames) {
+        EXPECT_EQ(carried, kFragment6Data);
+        EXPECT_LE(tx.frame_len(i), kMaxFrame);
+      }
+      for (uint32_t b = 0; b < carried; ++b) datagram.push_back(fh[kIpv6FragmentHeader + b]);
+    }
+    ASSERT_EQ(datagram.size(), 8 + payload.size());
+    EXPECT_EQ(load_be16(datagram.data() + 4), datagram.size());
+    EXPECT_EQ(0, std::memcmp(datagram.data() + 8, payload.data(), payload.size()));
+    const uint8_t* ip = out[0] + kEthHeader;
+    EXPECT_EQ(checksum_finish(checksum_add(datagram.data(), datagram.size(),
+                                           ipv6_pseudo_header_sum(ip, uint32_t(datagram.size()), kProtoUdp))),
+              0)
+        << "the UDP checksum covers the whole datagram, computed here even under offload";
+  }
+  EXPECT_EQ(stack.counters().tx_fragmented, 2u);
+  const auto again = stack.build_udp6(out, r.listener, r.peer6, payload.data(), uint32_t(payload.size()),
+                                      TxChecksum::software);
+  ASSERT_EQ(again.frames, 3);
+  EXPECT_NE(load_be32(out[0] + kEthHeader + kIpv6Header + 4), 0u);
+}
+
+TEST_F(L2L4Ipv6Test, replies_without_room_or_a_mac_are_counted) {
+  Bytes f = ipv6_frame({}, udp({1}), 6);
+  const RxResult r = feed(f);
+  std::vector<uint8_t> big(kMaxTxFrames * kFragment6Data);
   uint8_t buf[kMaxFrame];
   uint8_t* out[1] = {buf};
-  EXPECT_EQ(stack.build_udp6(out, 1, r.peer6, big.data(), uint32_t(big.size()), TxChecksum::software).frames, 0);
+  EXPECT_EQ(stack.build_udp6(out, 1, r.peer6, big.data(), kMaxUdp6Payload + 1, TxChecksum::software).frames, 0)
+      << "two fragments and one buffer";
   EXPECT_EQ(stack.counters().tx_too_big, 1u);
   EXPECT_EQ(stack.build_udp6(out, 1, r.peer6, big.data(), kMaxUdp6Payload, TxChecksum::software).frames, 1);
+  uint8_t bufs[kMaxTxFrames][kMaxFrame];
+  uint8_t* four[kMaxTxFrames] = {bufs[0], bufs[1], bufs[2], bufs[3]};
+  EXPECT_EQ(stack.build_udp6(four, 1, r.peer6, big.data(), uint32_t(big.size()), TxChecksum::software).frames, 0)
+      << "more than kMaxTxFrames fragments";
+  EXPECT_EQ(stack.counters().tx_too_big, 2u);
   sockaddr_in6 no_hint = r.peer6;
   set_peer_hint(no_hint, PeerHint{});
   EXPECT_EQ(stack.build_udp6(out, 1, no_hint, big.data(), 1, TxChecksum::software).frames, 0);
   EXPECT_EQ(stack.counters().tx_no_route, 1u);
+}
+
+// Each listener serves its own family, as the kernel path's IPV6_V6ONLY
+// sockets: an IPv4 datagram finds no IPv6 listener on its port.
+TEST(L2L4Listeners, an_ipv6_listener_takes_no_ipv4_datagram) {
+  StackConfig c = config6();
+  c.listeners.erase(c.listeners.begin());  // [::]:11335 only
+  L2L4Stack stack(c);
+  Bytes v4(kEthHeader + 20 + 8 + 1);
+  std::memcpy(v4.data(), kServerMac, 6);
+  std::memcpy(v4.data() + 6, kClientMac, 6);
+  store_be16(v4.data() + 12, kEtherTypeIpv4);
+  uint8_t* ip = v4.data() + kEthHeader;
+  ip[0] = 0x45;
+  store_be16(ip + 2, 20 + 8 + 1);
+  ip[8] = 64;
+  ip[9] = kProtoUdp;
+  store_be32(ip + 12, 0x0ac70001);
+  store_be32(ip + 16, 0x0ac70002);
+  store_checksum(ip + 10, checksum_finish(checksum_add(ip, 20)));
+  store_be16(ip + 20, 40000);
+  store_be16(ip + 22, kPort);
+  store_be16(ip + 24, 9);  // UDP checksum 0: none, legal over IPv4
+  EXPECT_EQ(stack.receive(v4.data(), uint32_t(v4.size()), {}, 1000).action, RxResult::drop);
+  EXPECT_EQ(stack.counters().drop_udp_no_listener, 1u);
+  Bytes f = ipv6_frame({}, udp({1}), 6);
+  EXPECT_EQ(stack.receive(f.data(), uint32_t(f.size()), {}, 1000).action, RxResult::deliver);
 }
 
 TEST_F(L2L4Ipv6Test, echo_requests_are_answered_in_place) {

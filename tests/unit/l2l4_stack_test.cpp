@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "io/net/l2l4_stack.h"
+#include "net_stack_harness.h"
 #include "net_test_frames.h"
 
 namespace shingled::net {
@@ -28,22 +29,9 @@ StackConfig server_config() {
   return c;
 }
 
-
-class L2L4StackTest : public ::testing::Test {
+class L2L4StackTest : public test::StackHarness {
  protected:
-  RxResult feed(Bytes& f, RxChecksums hw = {}) {
-    const RxResult r = stack.receive(f.data(), uint32_t(f.size()), hw, now);
-    EXPECT_EQ(frame_outcomes(stack.counters()), stack.counters().rx_frames)
-        << "every frame must end in exactly one outcome counter";
-    return r;
-  }
-  void expect_drop(Bytes f, uint64_t NetCounters::*counter, const char* why) {
-    const uint64_t before = stack.counters().*counter;
-    EXPECT_EQ(feed(f).action, RxResult::drop) << why;
-    EXPECT_EQ(stack.counters().*counter, before + 1) << why;
-  }
-  L2L4Stack stack{server_config()};
-  uint64_t now = 1000;
+  L2L4StackTest() : StackHarness(server_config()) {}
 };
 
 TEST_F(L2L4StackTest, udp_to_a_listener_is_delivered_with_the_peer_and_its_mac) {
@@ -379,7 +367,7 @@ TEST_F(L2L4StackTest, a_reply_larger_than_one_frame_needs_buffers_for_its_fragme
   uint8_t out[kMaxFrame];
   EXPECT_EQ(stack.build_udp(out, 0, r.peer, big.data(), uint32_t(big.size()), now,
                             TxChecksum::software).len, 0u)
-      << "one buffer given: the fragments have nowhere to go (ipv4_fragments_test sends them)";
+      << "one buffer given: the fragments have nowhere to go (ip_fragments_test sends them)";
   EXPECT_EQ(stack.counters().tx_too_big, 1u);
   EXPECT_GT(stack.build_udp(out, 0, r.peer, big.data(), kMaxUdpPayload, now,
                             TxChecksum::software).len, 0u);

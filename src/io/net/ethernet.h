@@ -67,4 +67,21 @@ inline bool mac_is_zero(const uint8_t* m) {
 // Group bit: broadcast and multicast destinations, never a host's source.
 inline bool mac_is_group(const uint8_t* m) { return (m[0] & 1) != 0; }
 
+// The Ethernet header of a reply written in place: back to the hop the
+// frame came from, from our MAC.
+inline void bounce_ethernet(uint8_t* frame, const uint8_t* our_mac) {
+  std::memcpy(frame, frame + 6, 6);
+  std::memcpy(frame + 6, our_mac, 6);
+}
+
+// A frame of `len` bytes padded with zeros to the Ethernet minimum when its
+// buffer (`room` bytes) holds that much: a request that came padded, or a
+// frame we build; PMDs and NICs pad the rest themselves. Returns the length
+// to send.
+inline uint32_t pad_to_minimum(uint8_t* frame, uint32_t len, uint32_t room) {
+  if (len >= kEthMinFrame || room < kEthMinFrame) return len;
+  std::memset(frame + len, 0, kEthMinFrame - len);
+  return kEthMinFrame;
+}
+
 }  // namespace shingled::net

@@ -30,8 +30,7 @@ RxResult L2L4Stack::on_icmp(uint8_t* frame, uint32_t len, uint32_t ihl, uint32_t
   // Ethernet: back to the hop it came from. IPv4: addresses swapped, a fresh
   // TTL; options (if any) are kept as they came. ICMP: type 0, identifier,
   // sequence and data echoed unchanged.
-  std::memcpy(frame, frame + 6, 6);
-  std::memcpy(frame + 6, config_.mac, 6);
+  bounce_ethernet(frame, config_.mac);
   uint8_t addr[4];
   std::memcpy(addr, ip + 12, 4);
   std::memcpy(ip + 12, ip + 16, 4);
@@ -45,13 +44,7 @@ RxResult L2L4Stack::on_icmp(uint8_t* frame, uint32_t len, uint32_t ihl, uint32_t
   ++counters_.icmp_echo_replies;
   RxResult r;
   r.action = RxResult::reply;
-  r.reply_len = kEthHeader + ip_len;
-  // Pad a short reply to the Ethernet minimum when the request was padded
-  // (the buffer is that long); PMDs and NICs pad the rest themselves.
-  if (r.reply_len < kEthMinFrame && len >= kEthMinFrame) {
-    std::memset(frame + r.reply_len, 0, kEthMinFrame - r.reply_len);
-    r.reply_len = kEthMinFrame;
-  }
+  r.reply_len = pad_to_minimum(frame, kEthHeader + ip_len, len);
   return r;
 }
 

@@ -19,6 +19,7 @@ inline constexpr uint32_t kIpv6Header = 40;
 inline constexpr uint8_t kNextHopByHop = 0;
 inline constexpr uint8_t kNextRouting = 43;
 inline constexpr uint8_t kNextFragment = 44;
+inline constexpr uint32_t kIpv6FragmentHeader = 8;  // next header, reserved, offset and M, id
 inline constexpr uint8_t kNextDestOptions = 60;
 inline constexpr uint8_t kProtoIcmpv6 = 58;
 inline constexpr uint8_t kNdHopLimit = 255;  // ND messages must arrive with it (RFC 4861 7.1)

@@ -3,8 +3,9 @@
 // answered in place, and Neighbour Discovery for our addresses: a
 // solicitation for one of them is answered in place with an advertisement
 // carrying our MAC. Replies need no neighbour table: like IPv4's, they go
-// to the source MAC of the request (the peer hint). Extension headers and
-// fragments are dropped and counted; no client of ours sends them.
+// to the source MAC of the request (the peer hint); a reply larger than a
+// frame leaves as fragments (ip_fragments.h). Extension headers and
+// fragments received are dropped and counted; no client of ours sends them.
 #include <cstring>
 
 #include "io/net/ethernet.h"
@@ -102,15 +103,8 @@ RxResult L2L4Stack::on_ipv6(uint8_t* frame, uint32_t len, uint32_t capacity, RxC
 RxResult L2L4Stack::on_udp6(uint8_t* frame, uint32_t ip_payload, int local, RxChecksums hw) {
   const uint8_t* ip = frame + kEthHeader;
   const uint8_t* udp = ip + kIpv6Header;
-  if (ip_payload < kUdpHeader) {
-    ++counters_.drop_udp_malformed;
-    return {};
-  }
-  const uint32_t udp_len = load_be16(udp + 4);
-  if (udp_len < kUdpHeader || udp_len > ip_payload) {
-    ++counters_.drop_udp_malformed;
-    return {};
-  }
+  uint32_t udp_len = 0;
+  if (!udp_length_ok(udp, ip_payload, udp_len)) return {};
   // Over IPv6 the checksum is mandatory (RFC 8200 8.1): zero is no checksum.
   if (load_checksum(udp + 6) == 0 || hw.l4 == HwChecksum::bad ||
       (hw.l4 == HwChecksum::unknown &&
@@ -118,37 +112,7 @@ RxResult L2L4Stack::on_udp6(uint8_t* frame, uint32_t ip_payload, int local, RxCh
     ++counters_.drop_udp_bad_checksum;
     return {};
   }
-  const uint8_t* dst = ip + 24;
-  const uint16_t dst_port = load_be16(udp + 2);
-  const UdpListener* match = nullptr;
-  for (const UdpListener& l : config_.listeners) {
-    if (!l.v6 || l.port != dst_port) continue;
-    const bool exact = std::memcmp(l.ip6, dst, 16) == 0;
-    if (exact || ipv6_is_unspecified(l.ip6)) {
-      match = &l;
-      if (exact) break;  // an exact address wins over the wildcard
-    }
-  }
-  if (match == nullptr) {
-    ++counters_.drop_udp_no_listener;
-    return {};
-  }
-  RxResult r;
-  r.action = RxResult::deliver;
-  r.v6 = true;
-  r.payload_offset = uint32_t(udp - frame) + kUdpHeader;
-  r.payload_len = udp_len - kUdpHeader;
-  r.listener = match->index;
-  r.peer6.sin6_family = AF_INET6;
-  std::memcpy(&r.peer6.sin6_addr, ip + 8, 16);
-  std::memcpy(&r.peer6.sin6_port, udp, 2);
-  PeerHint hint;
-  std::memcpy(hint.mac, frame + 6, 6);
-  hint.local_plus_one = uint8_t(local + 1);
-  hint.port = config_.port_index;
-  set_peer_hint(r.peer6, hint);
-  ++counters_.udp_delivered;
-  return r;
+  return deliver_udp(frame, udp, udp_len, true, local);
 }
 
 RxResult L2L4Stack::on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, uint32_t ip_payload,
@@ -170,8 +134,7 @@ RxResult L2L4Stack::on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, u
   if (icmp[0] == kIcmpv6EchoRequest && icmp[1] == 0 && !to_group && ip_payload >= kIcmpHeader) {
     // Back to the hop it came from, addresses swapped, a fresh hop limit;
     // identifier, sequence and data echoed unchanged.
-    std::memcpy(frame, frame + 6, 6);
-    std::memcpy(frame + 6, config_.mac, 6);
+    bounce_ethernet(frame, config_.mac);
     uint8_t addr[16];
     std::memcpy(addr, ip + 8, 16);
     std::memcpy(ip + 8, ip + 24, 16);
@@ -184,11 +147,7 @@ RxResult L2L4Stack::on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, u
     ++counters_.icmp_echo_replies;
     RxResult r;
     r.action = RxResult::reply;
-    r.reply_len = kEthHeader + kIpv6Header + ip_payload;
-    if (r.reply_len < kEthMinFrame && len >= kEthMinFrame) {
-      std::memset(frame + r.reply_len, 0, kEthMinFrame - r.reply_len);
-      r.reply_len = kEthMinFrame;
-    }
+    r.reply_len = pad_to_minimum(frame, kEthHeader + kIpv6Header + ip_payload, len);
     return r;
   }
   if (icmp[0] != kIcmpv6NeighbourSolicitation) {
@@ -225,8 +184,7 @@ RxResult L2L4Stack::on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, u
     ++counters_.drop_nd_malformed;  // a buffer too small to answer in: never on DPDK mbufs
     return {};
   }
-  std::memcpy(frame, frame + 6, 6);
-  std::memcpy(frame + 6, config_.mac, 6);
+  bounce_ethernet(frame, config_.mac);
   std::memcpy(ip + 24, ip + 8, 16);
   std::memcpy(ip + 8, config_.interfaces6[size_t(target)].ip, 16);
   store_be16(ip + 4, uint16_t(kNdMessage + kNdLinkOption));
@@ -254,9 +212,8 @@ RxResult L2L4Stack::on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, u
 L2L4Stack::TxResult L2L4Stack::build_udp6(std::span<uint8_t* const> out, uint16_t listener,
                                           const sockaddr_in6& peer, const uint8_t* payload,
                                           uint32_t payload_len, TxChecksum checksum) {
-  // One frame only: the source fragments over IPv6 (a fragment header),
-  // which no reply of the fuzzy storage needs; larger replies are counted.
-  if (payload_len > kMaxUdp6Payload || out.empty()) {
+  const unsigned frames = udp6_frame_count(payload_len);
+  if (frames > out.size() || frames > kMaxTxFrames) {
     ++counters_.tx_too_big;
     return {};
   }
@@ -282,7 +239,10 @@ L2L4Stack::TxResult L2L4Stack::build_udp6(std::span<uint8_t* const> out, uint16_
     }
     src = config_.interfaces6[i].ip;
   }
-  uint8_t* f = out[0];
+  // The headers of the whole datagram: written straight into the only
+  // frame, or into a template the fragments copy.
+  uint8_t header[kEthHeader + kIpv6Header + kUdpHeader];
+  uint8_t* const f = frames == 1 ? out[0] : header;
   std::memcpy(f, hint.mac, 6);
   std::memcpy(f + 6, config_.mac, 6);
   store_be16(f + 12, kEtherTypeIpv6);
@@ -299,18 +259,23 @@ L2L4Stack::TxResult L2L4Stack::build_udp6(std::span<uint8_t* const> out, uint16_
   std::memcpy(udp + 2, &peer.sin6_port, 2);
   store_be16(udp + 4, udp_len);
   store_checksum(udp + 6, 0);
-  std::memcpy(udp + kUdpHeader, payload, payload_len);
-  if (checksum == TxChecksum::offload) {
+  if (frames == 1) std::memcpy(udp + kUdpHeader, payload, payload_len);
+  if (frames == 1 && checksum == TxChecksum::offload) {
     store_checksum(udp + 6, checksum_fold(ipv6_pseudo_header_sum(ip, udp_len, kProtoUdp)));
   } else {
-    const uint16_t c = checksum_finish(checksum_add(udp, udp_len, ipv6_pseudo_header_sum(ip, udp_len, kProtoUdp)));
+    // Over the header, then the payload from wherever it lies (the NIC's
+    // offload covers one frame only); 0 would mean "no checksum".
+    const uint64_t sum = checksum_add(udp, kUdpHeader, ipv6_pseudo_header_sum(ip, udp_len, kProtoUdp));
+    const uint16_t c = checksum_finish(checksum_add(payload, payload_len, sum));
     store_checksum(udp + 6, c == 0 ? 0xffff : c);
   }
-  uint32_t flen = kEthHeader + kIpv6Header + udp_len;
-  if (flen < kEthMinFrame) {
-    std::memset(f + flen, 0, kEthMinFrame - flen);
-    flen = kEthMinFrame;
+  if (frames > 1) {
+    ++counters_.tx_fragmented;
+    const uint32_t last = write_ipv6_fragments(out.first(frames), header, next_ip6_id(), udp, kUdpHeader,
+                                               payload, payload_len);
+    return {kFragment6Frame, false, uint8_t(frames), last};
   }
+  const uint32_t flen = pad_to_minimum(f, kEthHeader + kIpv6Header + udp_len, kMaxFrame);
   return {flen, false, 1, flen};
 }
 

@@ -1,5 +1,6 @@
-// The L2-L4 layer's frame dispatch, IPv4 and UDP (see l2l4_stack.h). ARP is
-// in arp_frames.cpp, ICMP echo in icmp_echo.cpp. Every path that does not
+// The L2-L4 layer's frame dispatch, IPv4, and UDP delivery for both
+// families (see l2l4_stack.h). ARP is in arp_frames.cpp, ICMP echo in
+// icmp_echo.cpp, IPv6 in ipv6_frames.cpp. Every path that does not
 // deliver or reply ends in exactly one drop counter.
 #include "io/net/l2l4_stack.h"
 
@@ -10,6 +11,7 @@
 
 #include "io/net/ethernet.h"
 #include "io/net/inet_checksum.h"
+#include "io/net/ipv6.h"
 
 namespace shingled::net {
 
@@ -120,18 +122,8 @@ RxResult L2L4Stack::on_udp(uint8_t* frame, uint32_t ihl, uint32_t ip_len, int lo
                            RxChecksums hw) {
   const uint8_t* ip = frame + kEthHeader;
   const uint8_t* udp = ip + ihl;
-  const uint32_t avail = ip_len - ihl;
-  if (avail < kUdpHeader) {
-    ++counters_.drop_udp_malformed;
-    return {};
-  }
-  const uint32_t udp_len = load_be16(udp + 4);
-  // A length shorter than the IP payload is trimmed to (as Linux does); a
-  // longer one means the datagram lost its tail.
-  if (udp_len < kUdpHeader || udp_len > avail) {
-    ++counters_.drop_udp_malformed;
-    return {};
-  }
+  uint32_t udp_len = 0;
+  if (!udp_length_ok(udp, ip_len - ihl, udp_len)) return {};
   if (load_checksum(udp + 6) == 0) {
     ++counters_.udp_zero_checksum;  // "no checksum" is legal for UDP over IPv4
   } else if (hw.l4 == HwChecksum::bad ||
@@ -140,34 +132,78 @@ RxResult L2L4Stack::on_udp(uint8_t* frame, uint32_t ihl, uint32_t ip_len, int lo
     ++counters_.drop_udp_bad_checksum;
     return {};
   }
-  const uint32_t dst_ip = load_be32(ip + 16);
-  const uint16_t dst_port = load_be16(udp + 2);
+  return deliver_udp(frame, udp, udp_len, false, local);
+}
+
+bool L2L4Stack::udp_length_ok(const uint8_t* udp, uint32_t ip_payload, uint32_t& udp_len) {
+  if (ip_payload < kUdpHeader) {
+    ++counters_.drop_udp_malformed;
+    return false;
+  }
+  udp_len = load_be16(udp + 4);
+  // A length shorter than the IP payload is trimmed to (as Linux does); a
+  // longer one means the datagram lost its tail.
+  if (udp_len < kUdpHeader || udp_len > ip_payload) {
+    ++counters_.drop_udp_malformed;
+    return false;
+  }
+  return true;
+}
+
+const UdpListener* L2L4Stack::find_listener(bool v6, const uint8_t* dst, uint16_t port) const {
   const UdpListener* match = nullptr;
   for (const UdpListener& l : config_.listeners) {
-    if (l.port == dst_port && (l.ip == dst_ip || l.ip == 0)) {
+    // Each listener serves its own family only, as the kernel path's
+    // IPV6_V6ONLY sockets do: [::] is not IPv4's wildcard.
+    if (l.v6 != v6 || l.port != port) continue;
+    const bool exact = v6 ? std::memcmp(l.ip6, dst, 16) == 0 : l.ip == load_be32(dst);
+    if (exact || (v6 ? ipv6_is_unspecified(l.ip6) : l.ip == 0)) {
       match = &l;
-      if (l.ip == dst_ip) break;  // an exact address wins over the wildcard
+      if (exact) break;  // an exact address wins over the wildcard
     }
   }
+  return match;
+}
+
+RxResult L2L4Stack::deliver_udp(const uint8_t* frame, const uint8_t* udp, uint32_t udp_len, bool v6,
+                                int local) {
+  const uint8_t* ip = frame + kEthHeader;
+  const UdpListener* match = find_listener(v6, v6 ? ip + 24 : ip + 16, load_be16(udp + 2));
   if (match == nullptr) {
     ++counters_.drop_udp_no_listener;
     return {};
   }
   RxResult r;
   r.action = RxResult::deliver;
+  r.v6 = v6;
   r.payload_offset = uint32_t(udp - frame) + kUdpHeader;
   r.payload_len = udp_len - kUdpHeader;
   r.listener = match->index;
-  r.peer.sin_family = AF_INET;
-  std::memcpy(&r.peer.sin_addr, ip + 12, 4);  // network order, as in the header
-  std::memcpy(&r.peer.sin_port, udp, 2);
   PeerHint hint;
   std::memcpy(hint.mac, frame + 6, 6);
   hint.local_plus_one = uint8_t(local + 1);
   hint.port = config_.port_index;
-  set_peer_hint(r.peer, hint);
+  // The source address and port, in network order as in the headers.
+  if (v6) {
+    r.peer6.sin6_family = AF_INET6;
+    std::memcpy(&r.peer6.sin6_addr, ip + 8, 16);
+    std::memcpy(&r.peer6.sin6_port, udp, 2);
+    set_peer_hint(r.peer6, hint);
+  } else {
+    r.peer.sin_family = AF_INET;
+    std::memcpy(&r.peer.sin_addr, ip + 12, 4);
+    std::memcpy(&r.peer.sin_port, udp, 2);
+    set_peer_hint(r.peer, hint);
+  }
   ++counters_.udp_delivered;
   return r;
+}
+
+uint32_t L2L4Stack::next_ip6_id() {
+  // As next_ip_id() over 32 bits: k * stride stays below 2^32.
+  const uint64_t stride = std::max<uint32_t>(config_.ip_id_stride, 1);
+  const uint64_t k = ip6_id_count_++ % ((uint64_t(1) << 32) / stride);
+  return uint32_t(config_.ip_id_offset % stride + k * stride);
 }
 
 uint16_t L2L4Stack::next_ip_id() {
@@ -261,11 +297,7 @@ L2L4Stack::TxResult L2L4Stack::build_udp(std::span<uint8_t* const> out, uint16_t
   if (checksum == TxChecksum::software) {
     store_checksum(ip + 10, checksum_finish(checksum_add(ip, kIpv4MinHeader)));
   }
-  uint32_t len = kEthHeader + total;
-  if (len < kEthMinFrame) {
-    std::memset(out[0] + len, 0, kEthMinFrame - len);
-    len = kEthMinFrame;
-  }
+  const uint32_t len = pad_to_minimum(out[0], kEthHeader + total, kMaxFrame);
   return {len, false, 1, len};
 }
 

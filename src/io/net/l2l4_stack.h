@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "io/net/arp_table.h"
-#include "io/net/ipv4_fragments.h"
+#include "io/net/ip_fragments.h"
 #include "io/net/ipv6.h"
 #include "io/net/net_counters.h"
 #include "io/net/peer_hint.h"
@@ -133,9 +133,11 @@ class L2L4Stack {
                      now_ms, checksum);
   }
 
-  // An IPv6 reply into one frame (out[0]): UDP payloads up to
-  // kMaxUdp6Payload; larger ones are dropped and counted (tx_too_big), as
-  // is a peer without the MAC of its request (tx_no_route).
+  // An IPv6 reply into out[0..udp6_frame_count(payload_len)): one frame, or
+  // the datagram's IPv6 fragments when its payload is over kMaxUdp6Payload
+  // (tx_fragmented). Too big for kMaxTxFrames or for `out`: dropped and
+  // counted (tx_too_big), as is a peer without the MAC of its request
+  // (tx_no_route). Checksums as build_udp() leaves them.
   TxResult build_udp6(std::span<uint8_t* const> out, uint16_t listener, const sockaddr_in6& peer,
                       const uint8_t* payload, uint32_t payload_len, TxChecksum checksum);
 
@@ -151,6 +153,14 @@ class L2L4Stack {
   RxResult on_icmp(uint8_t* frame, uint32_t len, uint32_t ihl, uint32_t ip_len, RxChecksums hw);
   RxResult on_ipv6(uint8_t* frame, uint32_t len, uint32_t capacity, RxChecksums hw);
   RxResult on_udp6(uint8_t* frame, uint32_t ip_payload, int local, RxChecksums hw);
+  // What UDP delivery does the same over both families: the header's length
+  // against the IP payload (drop_udp_malformed), the listener of the
+  // destination (an exact address over the wildcard, each family its own),
+  // and the result with the peer and its hint. The checksum rule differs
+  // (optional over IPv4, mandatory over IPv6) and stays with the caller.
+  bool udp_length_ok(const uint8_t* udp, uint32_t ip_payload, uint32_t& udp_len);
+  const UdpListener* find_listener(bool v6, const uint8_t* dst, uint16_t port) const;
+  RxResult deliver_udp(const uint8_t* frame, const uint8_t* udp, uint32_t udp_len, bool v6, int local);
   RxResult on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, uint32_t ip_payload, int local,
                      RxChecksums hw);
   int local6_index(const uint8_t* ip) const;      // index into interfaces6, -1 if not ours
@@ -160,11 +170,13 @@ class L2L4Stack {
   bool on_link(uint32_t ip) const;
   uint32_t build_arp_request(uint8_t* out, uint32_t target_ip, uint32_t sender_ip) const;
   uint16_t next_ip_id();
+  uint32_t next_ip6_id();  // the IPv6 Fragment header's id, in the same residue as IPv4's
 
   StackConfig config_;
   ArpTable arp_;
   NetCounters counters_;
-  uint32_t ip_id_count_ = 0;  // datagrams sent; next_ip_id() maps it into our residue
+  uint32_t ip_id_count_ = 0;   // datagrams sent; next_ip_id() maps it into our residue
+  uint32_t ip6_id_count_ = 0;  // IPv6 datagrams fragmented; next_ip6_id() the same
 };
 
 }  // namespace shingled::net
