@@ -21,6 +21,9 @@ packages=(
   # the DPDK backend (io = dpdk) and its veth test: namespaces, ARP, ping,
   # turning off the veth's TX checksum offload on the client side
   dpdk libdpdk-dev iputils-ping iputils-arping ethtool
+  # the cluster's replicated log (docs/cluster.md): the NATS C client, and
+  # the JetStream servers its tests start on private ports
+  libnats-dev nats-server
 )
 
 missing=()
@@ -49,4 +52,8 @@ if [[ " ${missing[*]} " == *" rspamd "* ]]; then
 fi
 if [[ " ${missing[*]} " == *" redis-server "* ]]; then
   systemctl disable --now redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true
+fi
+# The same for nats-server's packaged service (client port 4222).
+if [[ " ${missing[*]} " == *" nats-server "* ]]; then
+  systemctl disable --now nats-server >/dev/null 2>&1 || service nats-server stop >/dev/null 2>&1 || true
 fi

@@ -1,0 +1,293 @@
+// The cluster's replicated log on NATS JetStream (see jetstream_log.h).
+#include "cluster/jetstream_log.h"
+
+#include <nats/nats.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace shingled::cluster {
+
+namespace {
+
+// The client library gives up on an ack after kAckWaitMs and reports a
+// timeout, which is retried (same id: stored once); a publish with neither
+// an ack nor that report a second later is sent again all the same.
+constexpr uint64_t kAckWaitMs = 2000;
+constexpr uint64_t kAckBackstopMs = kAckWaitMs + 1000;
+// A publish that failed waits this long before it goes again.
+constexpr uint64_t kRetryBackoffMs = 100;
+// The error code the client gives a publish nobody answered (no stream
+// leader): "JetStream not enabled", though it is only an election.
+constexpr int kNoRespondersCode = 10076;
+
+uint64_t now_ms() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+std::string describe(natsStatus s, int code) {
+  std::string text = natsStatus_GetText(s);
+  if (s == NATS_NO_RESPONDERS) text += " (no stream leader: fewer than a quorum of NATS servers up, or an election)";
+  if (s == NATS_TIMEOUT) text += " (no answer from the stream: fewer than a quorum of NATS servers up, or an overloaded one)";
+  if (code != 0) text += " (JetStream error " + std::to_string(code) + ")";
+  return text;
+}
+
+}  // namespace
+
+JetStreamLog::~JetStreamLog() { close(); }
+
+void JetStreamLog::close() {
+  if (sub_ != nullptr) {
+    natsSubscription_Unsubscribe(sub_);  // deletes the ordered consumer too
+    natsSubscription_Destroy(sub_);
+    sub_ = nullptr;
+  }
+  if (js_ != nullptr) {
+    jsCtx_Destroy(js_);
+    js_ = nullptr;
+  }
+  if (nc_ != nullptr) {
+    natsConnection_Destroy(nc_);
+    nc_ = nullptr;
+  }
+  pending_.clear();
+  std::lock_guard<std::mutex> lock(acks_mutex_);
+  acks_.clear();
+}
+
+bool JetStreamLog::open(const LogOptions& options, std::string& error) {
+  close();
+  options_ = options;
+  if (options.servers.empty()) {
+    error = "no NATS server given";
+    return false;
+  }
+  natsOptions* opts = nullptr;
+  std::vector<const char*> urls;
+  for (const std::string& s : options.servers) urls.push_back(s.c_str());
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetServers(opts, urls.data(), int(urls.size()));
+  if (s == NATS_OK) s = natsOptions_SetName(opts, options.client_name.c_str());
+  // A daemon never gives up reconnecting: after the last attempt the
+  // client would close the connection for good.
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, 1'000'000'000);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  if (s == NATS_OK && !options.creds_file.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr);
+  }
+  if (s == NATS_OK) s = natsConnection_Connect(&nc_, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    error = "connecting to NATS (" + options.servers.front() + (urls.size() > 1 ? ", ..." : "") +
+            "): " + describe(s, 0);
+    nc_ = nullptr;
+    return false;
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.PublishAsync.MaxPending = int64_t(options.max_pending) * 2;  // ours is the bound; the library's never stalls us
+  jo.PublishAsync.AckHandler = &JetStreamLog::on_ack;
+  jo.PublishAsync.AckHandlerClosure = this;
+  s = natsConnection_JetStream(&js_, nc_, &jo);
+  if (s != NATS_OK) {
+    error = "JetStream context: " + describe(s, 0);
+    close();
+    return false;
+  }
+  const char* subjects[] = {options.subject.c_str()};
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = options.stream.c_str();
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Storage = js_FileStorage;
+  sc.Replicas = options.replicas;
+  sc.MaxBytes = options.max_bytes;
+  sc.MaxAge = int64_t(options.max_age_s) * 1'000'000'000;        // nanoseconds
+  sc.Duplicates = int64_t(options.duplicate_window_s) * 1'000'000'000;
+  sc.Discard = js_DiscardNew;  // a full log refuses writes; it never drops what nodes have not applied
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = jsErrCode(0);
+  s = js_AddStream(&si, js_, &sc, nullptr, &code);
+  if (s != NATS_OK && code == JSStreamNameExistErr) s = js_UpdateStream(&si, js_, &sc, nullptr, &code);
+  if (si != nullptr) jsStreamInfo_Destroy(si);
+  stream_error_.clear();
+  if (s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT) {
+    // No JetStream quorum right now (servers down, an election): connected
+    // all the same. Publishes are retried and fail clearly until it is back.
+    stream_error_ = "stream " + options.stream + " not confirmed: " + describe(s, code);
+    return true;
+  }
+  if (s != NATS_OK) {
+    error = "creating stream " + options.stream + " (R" + std::to_string(options.replicas) + "): " + describe(s, code);
+    close();
+    return false;
+  }
+  return true;
+}
+
+bool JetStreamLog::publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len) {
+  if (js_ == nullptr || pending_.size() >= options_.max_pending || pending_.count(id) != 0) return false;
+  const uint64_t now = now_ms();
+  Pending& p = pending_[id];
+  p = Pending{token, id, std::vector<uint8_t>(data, data + len), now, now, false, {}};
+  send(p);
+  return true;
+}
+
+bool JetStreamLog::send(Pending& p) {
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MsgId = p.id.c_str();
+  po.MaxWait = int64_t(kAckWaitMs);
+  p.sent_ms = now_ms();
+  const natsStatus s = js_PublishAsync(js_, options_.subject.c_str(), p.data.data(), int(p.data.size()), &po);
+  p.in_flight = s == NATS_OK;
+  if (!p.in_flight) p.last_error = describe(s, 0);
+  return p.in_flight;
+}
+
+void JetStreamLog::on_ack(__jsCtx*, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* self_ptr) {
+  auto* self = static_cast<JetStreamLog*>(self_ptr);
+  Ack a{};
+  const char* id = nullptr;
+  if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) a.id = id;
+  if (ack != nullptr) {
+    a.ok = true;
+    a.duplicate = ack->Duplicate;
+    a.sequence = ack->Sequence;
+  } else if (err != nullptr) {
+    a.status = int(err->Err);
+    a.code = int(err->ErrCode);
+    a.error = describe(err->Err, err->ErrCode);
+    const char* status_text = natsStatus_GetText(err->Err);
+    if (err->ErrText != nullptr && err->ErrText[0] != '\0' && std::strcmp(err->ErrText, status_text) != 0) {
+      a.error += std::string(": ") + err->ErrText;
+    }
+  }
+  natsMsg_Destroy(msg);
+  if (a.id.empty()) return;  // not one of ours
+  std::lock_guard<std::mutex> lock(self->acks_mutex_);
+  self->acks_.push_back(std::move(a));
+}
+
+void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
+  std::vector<Ack> acks;
+  {
+    std::lock_guard<std::mutex> lock(acks_mutex_);
+    acks.swap(acks_);
+  }
+  for (Ack& a : acks) {
+    const auto it = pending_.find(a.id);
+    if (it == pending_.end()) continue;  // a later ack of a record already settled
+    Pending& p = it->second;
+    // JetStream refused it by its own decision (a full stream, a message too
+    // large): sending it again changes nothing. Everything else is retried.
+    const bool permanent = !a.ok && a.code != 0 && a.code != kNoRespondersCode;
+    if (a.ok || permanent) {
+      done.push_back(Outcome{p.token, a.ok, a.duplicate, a.sequence, a.ok ? std::string() : a.error});
+      pending_.erase(it);
+      continue;
+    }
+    p.in_flight = false;
+    p.last_error = a.error;
+  }
+  const uint64_t now = now_ms();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = it->second;
+    if (!p.in_flight && now - p.sent_ms < kRetryBackoffMs) {
+      ++it;
+      continue;
+    }
+    if (p.in_flight && now - p.sent_ms < kAckBackstopMs) {
+      ++it;
+      continue;
+    }
+    if (now - p.first_ms >= options_.retry_for_ms) {
+      done.push_back(Outcome{p.token, false, false, 0,
+                             "not stored after " + std::to_string(options_.retry_for_ms) + " ms: " +
+                                 (p.last_error.empty() ? std::string("no ack") : p.last_error)});
+      it = pending_.erase(it);
+      continue;
+    }
+    send(p);
+    ++it;
+  }
+}
+
+bool JetStreamLog::read_from(uint64_t from, std::string& error) {
+  if (js_ == nullptr) {
+    error = "not open";
+    return false;
+  }
+  if (sub_ != nullptr) {
+    natsSubscription_Unsubscribe(sub_);
+    natsSubscription_Destroy(sub_);
+    sub_ = nullptr;
+  }
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = options_.stream.c_str();
+  // An ordered consumer: ephemeral, no acks, and the client recreates it
+  // from the last sequence it saw when a message goes missing.
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = from == 0 ? 1 : from;
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_SubscribeSync(&sub_, js_, options_.subject.c_str(), nullptr, &so, &code);
+  if (s != NATS_OK) {
+    sub_ = nullptr;
+    error = "reading stream " + options_.stream + " from " + std::to_string(from) + ": " + describe(s, code);
+    return false;
+  }
+  return true;
+}
+
+int JetStreamLog::read(const RecordFn& f, int max, int timeout_ms, std::string& error) {
+  if (sub_ == nullptr) {
+    error = "read_from() first";
+    return -1;
+  }
+  int n = 0;
+  while (n < max) {
+    natsMsg* m = nullptr;
+    const natsStatus s = natsSubscription_NextMsg(&m, sub_, n == 0 ? timeout_ms : 0);
+    if (s == NATS_TIMEOUT) break;
+    if (s != NATS_OK) {
+      error = "reading stream " + options_.stream + ": " + describe(s, 0);
+      return n > 0 ? n : -1;
+    }
+    jsMsgMetaData* meta = nullptr;
+    if (natsMsg_GetMetaData(&meta, m) == NATS_OK && meta != nullptr) {
+      f(meta->Sequence.Stream, reinterpret_cast<const uint8_t*>(natsMsg_GetData(m)),
+        size_t(natsMsg_GetDataLength(m)));
+      jsMsgMetaData_Destroy(meta);
+      ++n;
+    }
+    natsMsg_Destroy(m);
+  }
+  return n;
+}
+
+bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, std::string& error) {
+  if (js_ == nullptr) {
+    error = "not open";
+    return false;
+  }
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_GetStreamInfo(&si, js_, options_.stream.c_str(), nullptr, &code);
+  if (s != NATS_OK || si == nullptr) {
+    error = "stream " + options_.stream + ": " + describe(s, code);
+    return false;
+  }
+  last_sequence = si->State.LastSeq;
+  leader = si->Cluster != nullptr && si->Cluster->Leader != nullptr ? si->Cluster->Leader : "";
+  jsStreamInfo_Destroy(si);
+  return true;
+}
+
+}  // namespace shingled::cluster

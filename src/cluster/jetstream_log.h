@@ -1,0 +1,121 @@
+// The cluster's replicated log on NATS JetStream (docs/cluster.md): one
+// stream, publishes that ride out a leader change, and an in-order read from
+// any stream sequence. The only code that speaks NATS, and never on a
+// worker's path: one owner thread (the node's replicator) calls every
+// method; the client library's own threads only queue publish acks for it.
+//
+// Publishing is asynchronous. Each record carries a message id that stays
+// the same across retries, so JetStream stores it once (its duplicate
+// window) however often it was sent. A publish that fails with a transient
+// error (no stream leader during an election: NATS_NO_RESPONDERS, a
+// timeout, a lost connection) or gets no ack within 2 s is sent again
+// until `retry_for_ms` after its first attempt; only then is it reported
+// as failed. A refusal JetStream decided (a full stream) is reported at
+// once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+struct __natsConnection;
+struct __jsCtx;
+struct __natsSubscription;
+struct __natsMsg;
+struct jsPubAck;
+struct jsPubAckErr;
+
+namespace shingled::cluster {
+
+struct LogOptions {
+  std::vector<std::string> servers;  // nats://host:port, any of the cluster
+  std::string client_name = "shingled";
+  std::string creds_file;            // a .creds file (JWT and seed); empty: none
+  std::string stream = "SHINGLED_FUZZY";
+  std::string subject = "shingled.fuzzy.updates";
+  int replicas = 3;
+  int64_t max_bytes = -1;                // -1: no limit
+  uint64_t max_age_s = 0;                // 0: no limit
+  uint64_t duplicate_window_s = 120;     // longer than any retry
+  unsigned retry_for_ms = 10'000;        // a stream leader's election takes ~4 s
+  unsigned max_pending = 4096;           // records awaiting their ack, at most
+};
+
+class JetStreamLog {
+ public:
+  JetStreamLog() = default;
+  ~JetStreamLog();
+  JetStreamLog(const JetStreamLog&) = delete;
+  JetStreamLog& operator=(const JetStreamLog&) = delete;
+
+  // Connects (any listed server; the client finds the others) and creates
+  // the stream, or updates it to these options. False with the reason when
+  // no server answers or JetStream refuses the stream; true but with
+  // stream_error() set when JetStream has no quorum to confirm it now.
+  bool open(const LogOptions& options, std::string& error);
+  const std::string& stream_error() const { return stream_error_; }
+  void close();
+
+  // Queues one record under message id `id` (unique per record); `token`
+  // comes back in its outcome. False when max_pending records await acks.
+  bool publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len);
+  struct Outcome {
+    uint64_t token = 0;
+    bool stored = false;
+    bool duplicate = false;  // JetStream had it already (a retry that raced its ack)
+    uint64_t sequence = 0;   // its stream sequence, when stored
+    std::string error;       // why it was given up, when not
+  };
+  // Sends again what failed for a transient reason, and appends to `done`
+  // every record now stored or given up. Call often (each pass).
+  void poll_publishes(std::vector<Outcome>& done);
+  size_t pending() const { return pending_.size(); }
+
+  // Starts (or restarts) reading in stream order at sequence `from` (>= 1).
+  bool read_from(uint64_t from, std::string& error);
+  // Hands up to `max` records to `f(sequence, data, len)`, waiting at most
+  // `timeout_ms` for the first. Returns how many; -1 on an error.
+  using RecordFn = std::function<void(uint64_t, const uint8_t*, size_t)>;
+  int read(const RecordFn& f, int max, int timeout_ms, std::string& error);
+
+  // The stream's last sequence and its leader ("" while it has none).
+  bool stream_state(uint64_t& last_sequence, std::string& leader, std::string& error);
+
+ private:
+  struct Pending {
+    uint64_t token;
+    std::string id;
+    std::vector<uint8_t> data;
+    uint64_t first_ms;  // the first attempt: the retry window counts from it
+    uint64_t sent_ms;   // the last attempt
+    bool in_flight;     // sent and awaiting its ack
+    std::string last_error;
+  };
+  struct Ack {
+    std::string id;
+    bool ok;
+    bool duplicate;
+    uint64_t sequence;
+    int status;  // natsStatus of a failure
+    int code;    // its JetStream error code, 0 when the server did not decide
+    std::string error;
+  };
+  static void on_ack(__jsCtx* js, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* self);
+  bool send(Pending& p);
+
+  LogOptions options_;
+  std::string stream_error_;
+  __natsConnection* nc_ = nullptr;
+  __jsCtx* js_ = nullptr;
+  __natsSubscription* sub_ = nullptr;
+  std::unordered_map<std::string, Pending> pending_;
+  std::mutex acks_mutex_;
+  std::vector<Ack> acks_;  // filled by the library's threads, taken by the owner
+};
+
+}  // namespace shingled::cluster

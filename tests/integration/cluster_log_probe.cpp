@@ -1,0 +1,224 @@
+// Drives the cluster's replicated log (cluster/jetstream_log.h) against real
+// nats-servers for tests/integration/cluster_log_test.sh, with records in the
+// stream form of replicated updates (cluster/replicated_update.h):
+//
+//   cluster_log_probe --servers URL[,URL...] [--retry-ms N] [--rate N] publish FIRST COUNT
+//   cluster_log_probe --servers URL[,URL...] read FROM COUNT [--timeout-ms N]
+//   cluster_log_probe --servers URL[,URL...] state
+//
+// Record i is a deterministic update (its index in the digest, so a reader
+// knows what it must be) published under message id "probe-i". publish
+// prints {"stored":..,"duplicates":..,"failed":..,"first_seq":..,
+// "last_seq":..,"error":".."} and exits 1 unless every record was stored;
+// read prints {"read":..,"first_seq":..,"last_seq":..,"in_order":..,
+// "wrong":..,"distinct":..,"repeated":..,"lowest":..,"highest":..} and
+// exits 1 unless COUNT records came with contiguous sequences, each exactly
+// the record its digest names, none twice;
+// state prints {"last_seq":..,"leader":".."}. Exit 2: usage or connection.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cluster/jetstream_log.h"
+#include "cluster/replicated_update.h"
+#include "common/little_endian.h"
+
+namespace {
+
+using namespace shingled::cluster;
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+ReplicatedUpdate record(uint64_t i) {
+  ReplicatedUpdate u;
+  u.kind = i % 7 == 3 ? UpdateKind::del : UpdateKind::write;
+  u.accept_time = 1'790'000'000 + i;
+  u.request.flag = uint8_t(i % 8 + 1);
+  u.request.value = int32_t(i % 100);
+  u.request.has_shingles = u.kind == UpdateKind::write && i % 2 == 0;
+  shingled::store_le64(u.request.digest, i);
+  for (size_t k = 8; k < sizeof u.request.digest; ++k) u.request.digest[k] = uint8_t(splitmix(i * 64 + k));
+  for (size_t k = 0; k < 32; ++k) u.request.shingles[k] = splitmix(i * 32 + k);
+  return u;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = s.find(',', at);
+    out.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string json_text(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (c == '\n' ? ' ' : c);
+  }
+  return out;
+}
+
+[[noreturn]] void usage() {
+  fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--retry-ms N] [--rate N] "
+                  "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state\n");
+  exit(2);
+}
+
+int publish(JetStreamLog& log, uint64_t first, uint64_t count, uint64_t rate) {
+  uint64_t stored = 0, duplicates = 0, failed = 0, first_seq = 0, last_seq = 0, next = first;
+  std::string error;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<JetStreamLog::Outcome> done;
+  while (stored + failed < count) {
+    // Paced when --rate is given, so that a test can kill a server mid-run.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const uint64_t allowed = rate == 0 ? count : std::min<uint64_t>(count, uint64_t(elapsed * double(rate)) + 1);
+    while (next < first + allowed && log.pending() < 1024) {
+      uint8_t buf[kMaxUpdateSize];
+      const size_t len = encode_update(record(next), buf);
+      if (!log.publish(next, "probe-" + std::to_string(next), buf, len)) break;
+      ++next;
+    }
+    done.clear();
+    log.poll_publishes(done);
+    for (const JetStreamLog::Outcome& o : done) {
+      if (o.stored) {
+        ++stored;
+        duplicates += o.duplicate;
+        first_seq = first_seq == 0 ? o.sequence : std::min(first_seq, o.sequence);
+        last_seq = std::max(last_seq, o.sequence);
+      } else {
+        ++failed;
+        if (error.empty()) error = o.error;
+      }
+    }
+    if (done.empty()) usleep(1000);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  printf("{\"stored\":%llu,\"duplicates\":%llu,\"failed\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,"
+         "\"seconds\":%.3f,\"error\":\"%s\"}\n",
+         (unsigned long long)stored, (unsigned long long)duplicates, (unsigned long long)failed,
+         (unsigned long long)first_seq, (unsigned long long)last_seq, seconds, json_text(error).c_str());
+  return failed == 0 ? 0 : 1;
+}
+
+int read(JetStreamLog& log, uint64_t from, uint64_t count, int timeout_ms) {
+  std::string error;
+  if (!log.read_from(from, error)) {
+    printf("{\"read\":0,\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 1;
+  }
+  uint64_t n = 0, first_seq = 0, last_seq = 0, wrong = 0, repeated = 0, lowest = UINT64_MAX, highest = 0;
+  bool in_order = true;
+  std::string first_wrong;
+  std::vector<bool> seen;
+  const auto on_record = [&](uint64_t seq, const uint8_t* data, size_t len) {
+    if (n == 0) first_seq = seq;
+    if (n > 0 && seq != last_seq + 1) in_order = false;
+    last_seq = seq;
+    ++n;
+    // A record names its index in its digest, and must be exactly record(i).
+    // Sequences need not follow indexes: a publish retried across a leader
+    // change is stored after later ones.
+    ReplicatedUpdate u;
+    const UpdateDecode d = decode_update(data, len, u);
+    const uint64_t i = d == UpdateDecode::ok ? shingled::load_le64(u.request.digest) : 0;
+    uint8_t want[kMaxUpdateSize], got[kMaxUpdateSize];
+    const size_t want_len = encode_update(record(i), want);
+    const bool right = d == UpdateDecode::ok && i < (1ull << 32) && encode_update(u, got) == want_len &&
+                       std::memcmp(got, want, want_len) == 0;
+    if (!right) {
+      ++wrong;
+      if (first_wrong.empty()) {
+        first_wrong = "sequence " + std::to_string(seq) + ": " +
+                      (d == UpdateDecode::ok ? std::string("not the record its digest names") : update_decode_name(d));
+      }
+      return;
+    }
+    if (seen.size() <= i) seen.resize(i + 1);
+    if (seen[i]) ++repeated;
+    seen[i] = true;
+    lowest = std::min(lowest, i);
+    highest = std::max(highest, i);
+  };
+  while (n < count) {
+    const int got = log.read(on_record, int(std::min<uint64_t>(count - n, 512)), timeout_ms, error);
+    if (got <= 0) break;
+  }
+  uint64_t distinct = 0;
+  for (const bool b : seen) distinct += b;
+  if (error.empty() && n < count) error = "only " + std::to_string(n) + " records within " + std::to_string(timeout_ms) + " ms";
+  printf("{\"read\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,\"in_order\":%s,\"wrong\":%llu,"
+         "\"distinct\":%llu,\"repeated\":%llu,\"lowest\":%llu,\"highest\":%llu,\"error\":\"%s\"}\n",
+         (unsigned long long)n, (unsigned long long)first_seq, (unsigned long long)last_seq,
+         in_order ? "true" : "false", (unsigned long long)wrong, (unsigned long long)distinct,
+         (unsigned long long)repeated, (unsigned long long)(n == 0 ? 0 : lowest), (unsigned long long)highest,
+         json_text(first_wrong.empty() ? error : first_wrong).c_str());
+  return n == count && in_order && wrong == 0 && repeated == 0 && distinct == count ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LogOptions options;
+  options.client_name = "cluster_log_probe";
+  options.stream = "SHINGLED_PROBE";
+  options.subject = "shingled.probe.updates";
+  uint64_t rate = 0;
+  int timeout_ms = 5000;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 < argc && a == "--servers") {
+      options.servers = split(argv[++i]);
+    } else if (i + 1 < argc && a == "--retry-ms") {
+      options.retry_for_ms = unsigned(strtoul(argv[++i], nullptr, 10));
+    } else if (i + 1 < argc && a == "--rate") {
+      rate = strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && a == "--timeout-ms") {
+      timeout_ms = int(strtol(argv[++i], nullptr, 10));
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (options.servers.empty() || rest.empty()) usage();
+  JetStreamLog log;
+  std::string error;
+  if (!log.open(options, error)) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  if (rest[0] == "publish" && rest.size() == 3) {
+    return publish(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), rate);
+  }
+  if (rest[0] == "read" && rest.size() == 3) {
+    return read(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), timeout_ms);
+  }
+  if (rest[0] == "state" && rest.size() == 1) {
+    uint64_t last = 0;
+    std::string leader;
+    if (!log.stream_state(last, leader, error)) {
+      printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+      return 1;
+    }
+    printf("{\"last_seq\":%llu,\"leader\":\"%s\"}\n", (unsigned long long)last, json_text(leader).c_str());
+    return 0;
+  }
+  usage();
+}
