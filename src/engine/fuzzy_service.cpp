@@ -402,10 +402,15 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
     return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
   }
   if (w.index_shingles) {
+    // Each insert lands on a random cache line of the index. Asking for all
+    // 32 lines first lets their misses overlap instead of queueing one
+    // after another (bench/RESULTS.md, "What a WRITE costs").
+    uint64_t keys[fuzzy::kShingleCount];
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-      const uint64_t shingle_key = store_.shingle_hash(i, req.shingles[i]);
-      sink.add(store_.shard_of(shingle_key), shingle_key, w.ref);
+      keys[i] = store_.shingle_hash(i, req.shingles[i]);
+      sink.prefetch(store_.shard_of(keys[i]), keys[i]);
     }
+    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) sink.add(store_.shard_of(keys[i]), keys[i], w.ref);
   }
   stats.key_writes[key].add();
   stats.flag_writes[req.flag].add();

@@ -15,6 +15,9 @@ class IndexSink {
  public:
   virtual ~IndexSink() = default;
   virtual void add(unsigned shard, uint64_t key_hash, uint32_t ref) = 0;
+  // Asks for the cache line add() will touch when this core applies it
+  // itself (nothing for another owner's shard: its line would only bounce).
+  virtual void prefetch(unsigned shard, uint64_t key_hash) = 0;
 };
 
 // The sink for one core that owns every shard (tests, tools, fuzzing):
@@ -25,6 +28,7 @@ class DirectIndexSink final : public IndexSink {
   void add(unsigned shard, uint64_t key_hash, uint32_t ref) override {
     store_.index_insert(shard, key_hash, ref);
   }
+  void prefetch(unsigned, uint64_t key_hash) override { store_.prefetch_index(key_hash); }
 
  private:
   FuzzyStore& store_;

@@ -243,6 +243,10 @@ void Worker::add(unsigned shard, uint64_t key_hash, uint32_t ref) {
   if (batch.count == IndexBatch::kCapacity) send_index_batch(owner);
 }
 
+void Worker::prefetch(unsigned shard, uint64_t key_hash) {
+  if (engine_.shards().owner_of(shard) == index_) fuzzy_store_.prefetch_index(key_hash);
+}
+
 void Worker::count_index_outcome(ShingleIndex::InsertOutcome outcome) {
   if (outcome == ShingleIndex::InsertOutcome::dropped) stats_.index_full.add();
   if (outcome == ShingleIndex::InsertOutcome::crowded) stats_.index_crowded.add();
@@ -265,7 +269,12 @@ void Worker::send_index_batch(unsigned dest) {
 }
 
 void Worker::execute_index_batch(const IndexBatch& batch) {
-  for (uint32_t k = 0; k < batch.count && k < IndexBatch::kCapacity; ++k) {
+  const uint32_t n = std::min<uint32_t>(batch.count, IndexBatch::kCapacity);
+  // A few inserts in flight at once, as the loader does: each is a miss.
+  constexpr uint32_t kAhead = 8;
+  for (uint32_t k = 0; k < n && k < kAhead; ++k) fuzzy_store_.prefetch_index(batch.items[k].key_hash);
+  for (uint32_t k = 0; k < n; ++k) {
+    if (k + kAhead < n) fuzzy_store_.prefetch_index(batch.items[k + kAhead].key_hash);
     const IndexInsert& it = batch.items[k];
     count_index_outcome(
         fuzzy_store_.index_insert(fuzzy_store_.shard_of(it.key_hash), it.key_hash, it.ref));

@@ -61,6 +61,7 @@ class Worker final : private IndexSink {
   // Shingle index inserts (IndexSink): this core's own at once, the others
   // batched per owner and sent when a batch fills or the burst ends.
   void add(unsigned shard, uint64_t key_hash, uint32_t ref) override;
+  void prefetch(unsigned shard, uint64_t key_hash) override;
   void flush_index_batches();
   void send_index_batch(unsigned dest);
   void execute_index_batch(const IndexBatch& batch);
