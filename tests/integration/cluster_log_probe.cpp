@@ -119,10 +119,19 @@ int publish(JetStreamLog& log, uint64_t first, uint64_t count, uint64_t rate) {
 }
 
 int read(JetStreamLog& log, uint64_t from, uint64_t count, int timeout_ms) {
+  // Creating the consumer needs JetStream's meta leader, elected again
+  // some seconds after a server crash (the stream's own leader can be back
+  // sooner): a daemon's reader retries, and so does this one, for as long
+  // as it would wait for a record.
   std::string error;
-  if (!log.read_from(from, error)) {
-    printf("{\"read\":0,\"error\":\"%s\"}\n", json_text(error).c_str());
-    return 1;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!log.read_from(from, error)) {
+    if (std::chrono::steady_clock::now() >= give_up) {
+      printf("{\"read\":0,\"error\":\"%s\"}\n", json_text(error).c_str());
+      return 1;
+    }
+    error.clear();
+    usleep(200'000);
   }
   uint64_t n = 0, first_seq = 0, last_seq = 0, wrong = 0, repeated = 0, lowest = UINT64_MAX, highest = 0;
   bool in_order = true;
