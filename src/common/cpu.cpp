@@ -2,9 +2,14 @@
 #include "common/cpu.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace shingled {
@@ -47,6 +52,30 @@ bool restrict_thread(pthread_t thread, const std::vector<int>& cpus, std::string
     return false;
   }
   return true;
+}
+
+bool request_short_slice(unsigned microseconds) {
+  // The first version of struct sched_attr (SCHED_ATTR_SIZE_VER0); glibc
+  // 2.36 has neither the structure nor a wrapper.
+  struct {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+  } attr{};
+  static_assert(sizeof attr == 48, "SCHED_ATTR_SIZE_VER0");
+  attr.size = sizeof attr;
+  attr.sched_policy = SCHED_OTHER;
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)));
+  if (errno != 0) return false;
+  attr.sched_nice = nice;
+  attr.sched_runtime = uint64_t(microseconds) * 1000;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
 }
 
 std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<int>& taken) {

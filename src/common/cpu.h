@@ -24,6 +24,15 @@ std::vector<int> cpus_left(const std::vector<int>& allowed, const std::vector<in
 // unknown (no such CPU, a kernel without NUMA).
 int numa_node_of_cpu(int cpu, const std::string& sysfs_cpu_dir = "/sys/devices/system/cpu");
 
+// Asks the scheduler for a short time slice for the calling thread (EEVDF's
+// custom slice, Linux 6.12+: sched_setattr's sched_runtime for SCHED_OTHER,
+// 0.1-100 ms). A thread with a shorter slice gets earlier deadlines and may
+// preempt a thread with a longer one as soon as it wakes, instead of waiting
+// out the other's slice (RUN_TO_PARITY). The CPU share is unchanged (that is
+// the nice value's). False when the kernel refuses; older kernels accept
+// and ignore it.
+bool request_short_slice(unsigned microseconds);
+
 // What a spinning thread does between two looks: the CPU's spin-wait hint
 // where it has one (the core yields to its hyperthread sibling and saves
 // power); nothing elsewhere.

@@ -1,6 +1,7 @@
 // The per-core run-to-completion loop (see worker.h).
 #include "engine/worker.h"
 
+#include <errno.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@ namespace {
 constexpr unsigned kIdleWaitUs = 1000;        // sleep while traffic is recent: timers every ms
 constexpr unsigned kDeepIdleWaitUs = 10000;   // after kDeepIdleAfter idle loops: ~0.5 % of a core
 constexpr unsigned kDeepIdleAfter = 200;
+constexpr unsigned kWorkerSliceUs = 100;      // the shortest slice the kernel grants
 // Counter snapshots handed to the change feed per loop while a sync waits
 // for them: ~0.2 ms of work, so a sync of a million changed counters
 // spreads over a few hundred loops instead of stalling one.
@@ -95,6 +97,14 @@ void Worker::run(int cpu) {
   if (cpu >= 0) {
     std::string error;
     if (!pin_current_thread(cpu, error)) LOG_WARN("worker %u: %s", index_, error.c_str());
+  }
+  // The persistence threads may share this core (nice 10). Under EEVDF a
+  // thread keeps the core for its whole slice (~3 ms) even when this one
+  // wakes with packets, unless this one's slice is shorter: measured, the
+  // CHECK p99 during syncs (issue 26, bench/RESULTS.md).
+  if (!request_short_slice(kWorkerSliceUs)) {
+    LOG_DEBUG("worker %u: the kernel refused a %u us slice: %s", index_, kWorkerSliceUs,
+              std::strerror(errno));
   }
   RxPacket rx[kMaxBurst];
   bool idle = false;

@@ -122,6 +122,7 @@ void LmdbEnvironment::close() {
   meta_dbi_ = 0;
   for (auto& d : type_dbi_) d = 0;
   for (auto& p : type_present_) p = false;
+  no_readahead_ = false;
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = -1;
 }
@@ -219,6 +220,8 @@ bool LmdbEnvironment::open(const std::string& path, size_t map_size_bytes,
     // "Memory of a sync"). The commit still msyncs before the meta page, so
     // a sync stays durable and all-or-nothing. LMDB extends data.mdb to the
     // map size at open (a sparse file: only written pages take disk).
+    // (Once written to, the map reads without readahead: see
+    // advise_no_readahead.)
     rc = mdb_env_open(env_, path.c_str(), access == Access::read_only ? MDB_RDONLY : MDB_WRITEMAP, 0600);
     if (rc != 0) {
       if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
@@ -340,6 +343,7 @@ bool LmdbEnvironment::grow_map(std::string& error) {
     error = mdb_fail(path_, "growing the map", rc);
     return false;
   }
+  advise_no_readahead();  // the new mapping starts with the default
   return true;
 }
 
@@ -414,27 +418,48 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
 // system call. On a kernel without preemption (CONFIG_PREEMPT_NONE, as on
 // the machines measured in bench/RESULTS.md, issue 26) that is up to
 // hundreds of milliseconds of kernel work in which a worker sharing the
-// core cannot run: the CHECK tail during a large sync. Writing the pages
-// back first in slices of kFlushSlice, with a yield after each, makes every
-// slice a point where the worker runs; the commit's own msync then finds
-// them clean, and LMDB's ordering (data pages durable before the meta page
-// that names them) is unchanged. Pages the transaction adds past the last
-// committed page are covered up to kFlushSlack beyond it; any others are
-// the commit's msync's to write, as before.
+// core cannot run: the CHECK tail during a large sync. Starting the
+// write-back first in slices of kFlushSlice (sync_file_range: start the
+// writes, neither wait for them nor flush the disk's cache), with a yield
+// after each, bounds each piece of kernel work to a slice's dirty pages
+// (measured: 4 MB slices of msync held the core 0.5-4 ms at a time).
+// The commit's own msync then waits for those writes and flushes once, so
+// LMDB's ordering (data pages durable before the meta page that names them)
+// is unchanged. Pages the transaction adds past the last committed page are
+// covered up to kFlushSlack beyond it; any others are the commit's msync's
+// to write, as before.
 void LmdbEnvironment::flush_in_slices() const {
-  constexpr size_t kFlushSlice = size_t(4) << 20;
-  constexpr size_t kFlushSlack = size_t(256) << 20;
+  constexpr off_t kFlushSlice = off_t(1) << 20;
+  constexpr off_t kFlushSlack = off_t(256) << 20;
   MDB_envinfo info;
   MDB_stat st;
-  if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &st) != 0) return;
-  const size_t used = (size_t(info.me_last_pgno) + 1) * st.ms_psize;
-  for_each_data_mapping([&](char* base, size_t len) {
-    const size_t end = std::min(len, used + kFlushSlack);
-    for (size_t at = 0; at < end; at += kFlushSlice) {
-      msync(base + at, std::min(kFlushSlice, end - at), MS_SYNC);
-      sched_yield();
-    }
-  });
+  mdb_filehandle_t fd;
+  if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &st) != 0 ||
+      mdb_env_get_fd(env_, &fd) != 0) {
+    return;
+  }
+  const off_t used = off_t(info.me_last_pgno + 1) * off_t(st.ms_psize);
+  const off_t end = std::min(off_t(info.me_mapsize), used + kFlushSlack);
+  for (off_t at = 0; at < end; at += kFlushSlice) {
+    sync_file_range(fd, at, std::min(kFlushSlice, end - at), SYNC_FILE_RANGE_WRITE);
+    sched_yield();
+  }
+}
+
+// A write transaction's first touch of a page in the sparse part of the
+// map faults on a hole, and with readahead the kernel answers with a
+// read-around of the device's whole readahead window, zero-filled in that
+// one fault: on the VM measured (read_ahead_kb 8192) 19-23 ms of kernel time
+// per fault (perf, issue 26), in which a worker sharing the core could not
+// run. Without readahead (MADV_RANDOM, what MDB_NORDAHEAD would set) a fault
+// fills one page. It is set before the first write, not at open, so a cold
+// start's load still reads the file in bulk (with it from the open, a cold
+// load of 300k hashes took 8.7 s instead of 3.7 s), and again after the map
+// grows, which maps the file anew. The price, measured: small folios make a
+// sync's write-back dearer in CPU.
+void LmdbEnvironment::advise_no_readahead() {
+  for_each_data_mapping([](char* start, size_t len) { madvise(start, len, MADV_RANDOM); });
+  no_readahead_ = true;
 }
 
 bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
@@ -492,6 +517,7 @@ bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
     });
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i) order[i] = keys[i].index;
+    if (!no_readahead_) advise_no_readahead();
     for (int attempt = 0; attempt < kMaxApplyAttempts; ++attempt) {
       int rc = 0;
       if (apply_once(changes, order, sync_time, rc, error)) return true;
@@ -506,6 +532,7 @@ bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
           error = mdb_fail(path_, "adopting the new map size", rc);
           return false;
         }
+        advise_no_readahead();
       } else {
         return false;
       }

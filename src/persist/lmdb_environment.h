@@ -133,6 +133,8 @@ class LmdbEnvironment {
   // Writes back the dirty pages of the map in slices, yielding between
   // them, before a commit's own msync (see apply_once).
   void flush_in_slices() const;
+  void advise_no_readahead();
+  bool no_readahead_ = false;  // MADV_RANDOM set on the current mapping
   // Calls fn(start, length) for each mapping of data.mdb in this process.
   void for_each_data_mapping(const std::function<void(char*, size_t)>& fn) const;
   bool apply_once(const Change* changes, const std::vector<size_t>& order,

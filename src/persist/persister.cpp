@@ -60,9 +60,11 @@ void Persister::note_pending() {
 
 // Workers are pinned one per core, so these threads share a core with one
 // (unless the daemon keeps them to CPUs the workers leave: keep_to_cpus()).
-// A lower priority lets the worker preempt them at once when packets come,
-// while a sync still gets its share of a busy core (nice 10: ~10 % under
-// full contention), so it never starves.
+// A lower priority caps their share of a busy core (nice 10: ~10 % under
+// full contention) while a sync still gets it, so it never starves
+// (SCHED_IDLE was measured: beside a busy worker it starves them). That
+// the worker preempts them as soon as packets come is the worker's short
+// slice (request_short_slice in Worker::run).
 namespace {
 void lower_priority() {
   if (setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), kNice) != 0) {

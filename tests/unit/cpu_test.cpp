@@ -6,7 +6,11 @@
 
 #include <sched.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "temp_dir.h"
@@ -52,6 +56,23 @@ TEST(Cpu, a_thread_restricted_to_a_set_runs_only_there_and_an_empty_set_is_refus
     ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
     EXPECT_EQ(CPU_COUNT(&set), 1);
     EXPECT_TRUE(CPU_ISSET(allowed.back(), &set));
+  });
+  t.join();
+}
+
+// A short slice is what lets a worker preempt the persistence threads
+// sharing its core (issue 26). The kernel shows a thread's slice in its
+// sched file; kernels before EEVDF's custom slices (6.12) accept the call
+// and keep their own.
+TEST(Cpu, a_short_slice_is_granted_where_the_kernel_has_custom_slices) {
+  std::thread t([] {
+    ASSERT_TRUE(request_short_slice(100)) << std::strerror(errno);
+    std::ifstream sched("/proc/thread-self/sched");
+    std::string line;
+    while (std::getline(sched, line)) {
+      if (line.rfind("se.slice", 0) != 0) continue;
+      EXPECT_EQ(std::stoull(line.substr(line.find(':') + 1)), 100'000u) << line;
+    }
   });
   t.join();
 }

@@ -290,6 +290,42 @@ TEST_F(LmdbEnvironmentTest, the_last_of_several_changes_to_one_key_wins) {
       << "changes to one key were not applied in call order";
 }
 
+// The VmFlags line of this process's mapping of `file` ("" when none).
+std::string mapping_flags(const std::string& file) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    const size_t space = line.find(' ');
+    const std::string first = line.substr(0, space);
+    const bool header = first.find('-') != std::string::npos &&
+                        first.find_first_not_of("0123456789abcdef-") == std::string::npos;
+    if (header) {
+      in_mapping = line.size() > file.size() &&
+                   line.compare(line.size() - file.size(), file.size(), file) == 0;
+    } else if (in_mapping && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// A write transaction's fault on the sparse part of the map must not set off
+// a readahead-sized zero fill (issue 26): readahead goes off ("rr") once the
+// map is written to, and stays on until then for a start's bulk load.
+TEST_F(LmdbEnvironmentTest, readahead_goes_off_at_the_first_write) {
+  LmdbEnvironment env;
+  std::string error;
+  ASSERT_TRUE(env.open(env_path(), kMiB, error)) << error;
+  const std::string file = std::filesystem::canonical(env_path() + "/data.mdb").string();
+  const std::string before = mapping_flags(file);
+  ASSERT_FALSE(before.empty()) << "no mapping of " << file << " in /proc/self/smaps";
+  EXPECT_EQ(before.find(" rr"), std::string::npos) << before;
+  Change c[] = {put(RecordType::fuzzy, "k", "v")};
+  ASSERT_TRUE(env.apply(c, 1, 1, error)) << error;
+  EXPECT_NE(mapping_flags(file).find(" rr"), std::string::npos) << mapping_flags(file);
+}
+
 TEST_F(LmdbEnvironmentTest, a_refused_change_stores_nothing_of_the_call) {
   LmdbEnvironment env;
   std::string error;
