@@ -222,17 +222,12 @@ L2L4Stack::TxResult L2L4Stack::build_udp6(std::span<uint8_t* const> out, uint16_
     ++counters_.tx_no_route;  // every IPv6 peer comes with the MAC its request came from
     return {};
   }
-  const uint8_t* src = nullptr;
-  uint16_t src_port = 0;
-  for (const UdpListener& l : config_.listeners) {
-    if (l.v6 && l.index == listener) {
-      src = ipv6_is_unspecified(l.ip6) ? nullptr : l.ip6;
-      src_port = l.port;
-      break;
-    }
-  }
+  const UdpListener* from = listener_at(listener, true);
+  const uint8_t* src = from != nullptr && !ipv6_is_unspecified(from->ip6) ? from->ip6 : nullptr;
+  const uint16_t src_port = from != nullptr ? from->port : 0;
   if (src == nullptr) {
-    const size_t i = hint.local_plus_one != 0 ? hint.local_plus_one - 1u : 0;
+    // A wildcard listener answers from the address the request went to.
+    const size_t i = arrival_interface(hint);
     if (i >= config_.interfaces6.size()) {
       ++counters_.tx_no_route;
       return {};

@@ -214,6 +214,13 @@ uint16_t L2L4Stack::next_ip_id() {
   return uint16_t(config_.ip_id_offset % stride + k * stride);
 }
 
+const UdpListener* L2L4Stack::listener_at(uint16_t index, bool v6) const {
+  for (const UdpListener& l : config_.listeners) {
+    if (l.index == index && l.v6 == v6) return &l;
+  }
+  return nullptr;
+}
+
 L2L4Stack::TxResult L2L4Stack::build_udp(std::span<uint8_t* const> out, uint16_t listener,
                                          const sockaddr_in& peer, const uint8_t* payload,
                                          uint32_t payload_len, uint64_t now_ms,
@@ -225,18 +232,12 @@ L2L4Stack::TxResult L2L4Stack::build_udp(std::span<uint8_t* const> out, uint16_t
   }
   const uint32_t dst_ip = ntohl(peer.sin_addr.s_addr);
   const PeerHint hint = peer_hint(peer);
-  uint32_t src_ip = 0;
-  uint16_t src_port = 0;
-  for (const UdpListener& l : config_.listeners) {
-    if (l.index == listener) {
-      src_ip = l.ip;
-      src_port = l.port;
-      break;
-    }
-  }
+  const UdpListener* from = listener_at(listener, false);
+  uint32_t src_ip = from != nullptr ? from->ip : 0;
+  const uint16_t src_port = from != nullptr ? from->port : 0;
   if (src_ip == 0) {
     // A wildcard listener answers from the address the request went to.
-    const size_t i = hint.local_plus_one != 0 ? hint.local_plus_one - 1u : 0;
+    const size_t i = arrival_interface(hint);
     if (i < config_.interfaces.size()) src_ip = config_.interfaces[i].ip;
   }
   uint8_t next_hop[6];

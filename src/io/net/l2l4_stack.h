@@ -161,6 +161,13 @@ class L2L4Stack {
   bool udp_length_ok(const uint8_t* udp, uint32_t ip_payload, uint32_t& udp_len);
   const UdpListener* find_listener(bool v6, const uint8_t* dst, uint16_t port) const;
   RxResult deliver_udp(const uint8_t* frame, const uint8_t* udp, uint32_t udp_len, bool v6, int local);
+  // Where a reply leaves from, the same over both families: the listener by
+  // the index its request arrived on (nullptr: none of that family), and for
+  // a wildcard listener the interface the request came to, from its hint.
+  const UdpListener* listener_at(uint16_t index, bool v6) const;
+  static size_t arrival_interface(const PeerHint& hint) {
+    return hint.local_plus_one != 0 ? hint.local_plus_one - 1u : 0;
+  }
   RxResult on_icmpv6(uint8_t* frame, uint32_t len, uint32_t capacity, uint32_t ip_payload, int local,
                      RxChecksums hw);
   int local6_index(const uint8_t* ip) const;      // index into interfaces6, -1 if not ours
