@@ -17,6 +17,8 @@ constexpr uint64_t kAckWaitMs = 2000;
 constexpr uint64_t kAckBackstopMs = kAckWaitMs + 1000;
 // A publish that failed waits this long before it goes again.
 constexpr uint64_t kRetryBackoffMs = 100;
+// Stale entries poll_publishes' queue may hold beyond four per pending record.
+constexpr size_t kDueSlack = 1024;
 // The error code the client gives a publish nobody answered (no stream
 // leader): "JetStream not enabled", though it is only an election.
 constexpr int kNoRespondersCode = 10076;
@@ -54,6 +56,7 @@ void JetStreamLog::close() {
     nc_ = nullptr;
   }
   pending_.clear();
+  due_ = {};
   std::lock_guard<std::mutex> lock(acks_mutex_);
   acks_.clear();
 }
@@ -133,9 +136,25 @@ bool JetStreamLog::publish(uint64_t token, const std::string& id, const uint8_t*
   if (js_ == nullptr || pending_.size() >= options_.max_pending || pending_.count(id) != 0) return false;
   const uint64_t now = now_ms();
   Pending& p = pending_[id];
-  p = Pending{token, id, std::vector<uint8_t>(data, data + len), now, now, false, {}};
+  p = Pending{token, id, std::vector<uint8_t>(data, data + len), now, now, false, {}, 0};
   send(p);
   return true;
+}
+
+void JetStreamLog::look_again_at(Pending& p, uint64_t at_ms) {
+  p.generation = ++generations_;
+  due_.push(Due{at_ms, p.generation, p.id});
+  // Acked records leave their entries behind until the backstop's time:
+  // at a high ack rate that is many. Past a bound, keep only the live ones.
+  if (due_.size() > 4 * pending_.size() + kDueSlack) {
+    std::priority_queue<Due, std::vector<Due>, std::greater<Due>> live;
+    while (!due_.empty()) {
+      const auto it = pending_.find(due_.top().id);
+      if (it != pending_.end() && it->second.generation == due_.top().generation) live.push(due_.top());
+      due_.pop();
+    }
+    due_.swap(live);
+  }
 }
 
 bool JetStreamLog::send(Pending& p) {
@@ -147,6 +166,7 @@ bool JetStreamLog::send(Pending& p) {
   const natsStatus s = js_PublishAsync(js_, options_.subject.c_str(), p.data.data(), int(p.data.size()), &po);
   p.in_flight = s == NATS_OK;
   if (!p.in_flight) p.last_error = describe(s, 0);
+  look_again_at(p, p.sent_ms + (p.in_flight ? kAckBackstopMs : kRetryBackoffMs));
   return p.in_flight;
 }
 
@@ -194,27 +214,23 @@ void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
     }
     p.in_flight = false;
     p.last_error = a.error;
+    look_again_at(p, p.sent_ms + kRetryBackoffMs);
   }
   const uint64_t now = now_ms();
-  for (auto it = pending_.begin(); it != pending_.end();) {
+  while (!due_.empty() && due_.top().at_ms <= now) {
+    const Due d = due_.top();
+    due_.pop();
+    const auto it = pending_.find(d.id);
+    if (it == pending_.end() || it->second.generation != d.generation) continue;  // stale
     Pending& p = it->second;
-    if (!p.in_flight && now - p.sent_ms < kRetryBackoffMs) {
-      ++it;
-      continue;
-    }
-    if (p.in_flight && now - p.sent_ms < kAckBackstopMs) {
-      ++it;
-      continue;
-    }
     if (now - p.first_ms >= options_.retry_for_ms) {
       done.push_back(Outcome{p.token, false, false, 0,
                              "not stored after " + std::to_string(options_.retry_for_ms) + " ms: " +
                                  (p.last_error.empty() ? std::string("no ack") : p.last_error)});
-      it = pending_.erase(it);
+      pending_.erase(it);
       continue;
     }
     send(p);
-    ++it;
   }
 }
 

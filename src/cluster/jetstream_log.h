@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -95,7 +96,19 @@ class JetStreamLog {
     uint64_t sent_ms;   // the last attempt
     bool in_flight;     // sent and awaiting its ack
     std::string last_error;
+    uint64_t generation = 0;  // of its latest entry in due_; older entries are stale
   };
+  // When poll_publishes next looks at a record: its ack's backstop while in
+  // flight, its retry after a refusal. Ordered by time, so a poll costs the
+  // records due rather than every record pending. An entry whose record has
+  // settled, or that a later one replaced, is skipped when it comes up.
+  struct Due {
+    uint64_t at_ms;
+    uint64_t generation;
+    std::string id;
+    bool operator>(const Due& o) const { return at_ms > o.at_ms; }
+  };
+  void look_again_at(Pending& p, uint64_t at_ms);
   struct Ack {
     std::string id;
     bool ok;
@@ -114,6 +127,8 @@ class JetStreamLog {
   __jsCtx* js_ = nullptr;
   __natsSubscription* sub_ = nullptr;
   std::unordered_map<std::string, Pending> pending_;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
+  uint64_t generations_ = 0;  // every entry's own number, across records
   std::mutex acks_mutex_;
   std::vector<Ack> acks_;  // filled by the library's threads, taken by the owner
 };
