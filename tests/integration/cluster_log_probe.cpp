@@ -17,6 +17,7 @@
 // state prints {"last_seq":..,"leader":".."}. Exit 2: usage or connection.
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +28,7 @@
 
 #include "cluster/jetstream_log.h"
 #include "cluster/replicated_update.h"
+#include "common/command_line.h"
 #include "common/little_endian.h"
 
 namespace {
@@ -182,6 +184,19 @@ int read(JetStreamLog& log, uint64_t from, uint64_t count, int timeout_ms) {
   return n == count && in_order && wrong == 0 && repeated == 0 && distinct == count ? 0 : 1;
 }
 
+// A whole decimal number up to a day's milliseconds (or a rate that large);
+// false, said on stderr, for anything else.
+bool number_option(const shingled::CommandLine& cl, const char* name, uint64_t& out) {
+  const std::string* v = cl.last(name);
+  if (v == nullptr) return true;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || end != v->data() + v->size() || v->empty() || out > 86'400'000) {
+    fprintf(stderr, "cluster_log_probe: --%s: not a number up to 86400000: %s\n", name, v->c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,26 +204,24 @@ int main(int argc, char** argv) {
   options.client_name = "cluster_log_probe";
   options.stream = "SHINGLED_PROBE";
   options.subject = "shingled.probe.updates";
-  uint64_t rate = 0;
-  int timeout_ms = 5000;
-  std::vector<std::string> rest;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 < argc && a == "--servers") {
-      options.servers = split(argv[++i]);
-    } else if (i + 1 < argc && a == "--retry-ms") {
-      options.retry_for_ms = unsigned(strtoul(argv[++i], nullptr, 10));
-    } else if (i + 1 < argc && a == "--rate") {
-      rate = strtoull(argv[++i], nullptr, 10);
-    } else if (i + 1 < argc && a == "--timeout-ms") {
-      timeout_ms = int(strtol(argv[++i], nullptr, 10));
-    } else {
-      rest.push_back(a);
-    }
+  static constexpr shingled::CommandLineFlag kFlags[] = {
+      {"servers", 0, true}, {"retry-ms", 0, true}, {"rate", 0, true}, {"timeout-ms", 0, true}};
+  shingled::CommandLine cl;
+  std::string error;
+  if (!shingled::parse_command_line(argc, argv, kFlags, cl, error)) {
+    fprintf(stderr, "cluster_log_probe: %s\n", error.c_str());
+    usage();
   }
+  uint64_t retry_ms = options.retry_for_ms, rate = 0, timeout_ms = 5000;
+  if (const std::string* v = cl.last("servers")) options.servers = split(*v);
+  if (!number_option(cl, "retry-ms", retry_ms) || !number_option(cl, "rate", rate) ||
+      !number_option(cl, "timeout-ms", timeout_ms)) {
+    usage();
+  }
+  options.retry_for_ms = unsigned(retry_ms);
+  const std::vector<std::string>& rest = cl.words;
   if (options.servers.empty() || rest.empty()) usage();
   JetStreamLog log;
-  std::string error;
   if (!log.open(options, error)) {
     printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
     return 2;
@@ -217,7 +230,7 @@ int main(int argc, char** argv) {
     return publish(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), rate);
   }
   if (rest[0] == "read" && rest.size() == 3) {
-    return read(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), timeout_ms);
+    return read(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), int(timeout_ms));
   }
   if (rest[0] == "state" && rest.size() == 1) {
     uint64_t last = 0;
