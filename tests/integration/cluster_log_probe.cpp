@@ -17,6 +17,7 @@
 // state prints {"last_seq":..,"leader":".."}. Exit 2: usage or connection.
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -24,10 +25,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/jetstream_log.h"
 #include "cluster/replicated_update.h"
+#include "cluster/replicator.h"
 #include "common/command_line.h"
 #include "common/little_endian.h"
 
@@ -77,8 +80,10 @@ std::string json_text(const std::string& s) {
 }
 
 [[noreturn]] void usage() {
-  fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--retry-ms N] [--rate N] "
-                  "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state\n");
+  fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--stream NAME] [--retry-ms N] [--rate N] "
+                  "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state | "
+                  "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] | "
+                  "fill-ring RING\n");
   exit(2);
 }
 
@@ -184,6 +189,120 @@ int read(JetStreamLog& log, uint64_t from, uint64_t count, int timeout_ms) {
   return n == count && in_order && wrong == 0 && repeated == 0 && distinct == count ? 0 : 1;
 }
 
+// The replicator as the workers will drive it: WORKERS threads, each
+// proposing its share of records FIRST.. through its own lane and taking
+// its outcomes, while the replicator applies the stream from `read_from`.
+// Checks: every proposal stored; the apply sees every record of the stream
+// from `read_from` on once, in order, each exactly as proposed (rebuilt
+// from its digest); a stored outcome's sequence is where the apply saw it.
+int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, uint64_t expect_applied,
+              int timeout_ms) {
+  std::vector<uint64_t> applied_seq;  // the apply's, read after stop()
+  uint64_t wrong = 0, out_of_order = 0, last_seq = 0;
+  std::string first_wrong;
+  std::vector<uint64_t> seq_of(count, 0);  // by record - first, where the apply saw it
+  Replicator rep;
+  std::string error;
+  const bool started = rep.start(options, [&](uint64_t seq, const ReplicatedUpdate& u) {
+    if (seq <= last_seq) ++out_of_order;
+    last_seq = seq;
+    applied_seq.push_back(seq);
+    const uint64_t i = shingled::load_le64(u.request.digest);
+    uint8_t want[kMaxUpdateSize], got[kMaxUpdateSize];
+    const size_t want_len = encode_update(record(i), want);
+    if (encode_update(u, got) != want_len || std::memcmp(got, want, want_len) != 0) {
+      if (first_wrong.empty()) first_wrong = "sequence " + std::to_string(seq) + " is not the record it names";
+      ++wrong;
+      return;
+    }
+    if (i >= first && i - first < count) seq_of[i - first] = seq;
+  }, error);
+  if (!started) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  std::vector<std::vector<ProposalOutcome>> outcomes(options.workers);
+  std::vector<std::thread> workers;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (unsigned w = 0; w < options.workers; ++w) {
+    workers.emplace_back([&, w] {
+      std::vector<uint64_t> mine;
+      for (uint64_t i = first + w; i < first + count; i += options.workers) mine.push_back(i);
+      size_t next = 0;
+      while (outcomes[w].size() < mine.size() && std::chrono::steady_clock::now() < deadline) {
+        while (next < mine.size() && rep.propose(w, mine[next], record(mine[next]))) ++next;
+        ProposalOutcome o;
+        bool any = false;
+        while (rep.next_outcome(w, o)) {
+          outcomes[w].push_back(o);
+          any = true;
+        }
+        if (!any) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  while (rep.stats().applied.load() + rep.stats().malformed.load() < expect_applied &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  rep.stop();
+  uint64_t stored = 0, given_up = 0, sequence_mismatch = 0;
+  for (const auto& list : outcomes) {
+    for (const ProposalOutcome& o : list) {
+      if (!o.stored) {
+        ++given_up;
+        continue;
+      }
+      ++stored;
+      if (seq_of[o.token - first] != o.sequence) ++sequence_mismatch;
+    }
+  }
+  std::vector<uint64_t> sorted = applied_seq;
+  std::sort(sorted.begin(), sorted.end());
+  const uint64_t repeated = uint64_t(sorted.end() - std::unique(sorted.begin(), sorted.end()));
+  printf("{\"stored\":%llu,\"given_up\":%llu,\"applied\":%llu,\"first_applied\":%llu,"
+         "\"last_applied\":%llu,\"out_of_order\":%llu,\"repeated\":%llu,\"wrong\":%llu,"
+         "\"sequence_mismatch\":%llu,\"malformed\":%llu,\"error\":\"%s\"}\n",
+         (unsigned long long)stored, (unsigned long long)given_up, (unsigned long long)applied_seq.size(),
+         (unsigned long long)(applied_seq.empty() ? 0 : applied_seq.front()),
+         (unsigned long long)last_seq, (unsigned long long)out_of_order, (unsigned long long)repeated,
+         (unsigned long long)wrong, (unsigned long long)sequence_mismatch,
+         (unsigned long long)rep.stats().malformed.load(), json_text(first_wrong).c_str());
+  return stored == count && applied_seq.size() == expect_applied && out_of_order == 0 && repeated == 0 &&
+                 wrong == 0 && sequence_mismatch == 0
+             ? 0
+             : 1;
+}
+
+// A worker that proposes without taking its outcomes is refused once its
+// lane holds `ring` updates in flight, at once and without blocking.
+int fill_ring(ReplicatorOptions options, uint64_t ring) {
+  options.workers = 1;
+  options.ring_capacity = ring;
+  Replicator rep;
+  std::string error;
+  if (!rep.start(options, [](uint64_t, const ReplicatedUpdate&) {}, error)) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  uint64_t accepted = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < 4 * ring; ++i) {
+    if (rep.propose(0, i, record(1'000'000 + i))) ++accepted;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time for acks to come back
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ProposalOutcome o;
+  uint64_t outcomes = 0;
+  while (rep.next_outcome(0, o)) ++outcomes;
+  const bool after = rep.propose(0, 99, record(1'000'000 + 4 * ring));
+  rep.stop();
+  printf("{\"accepted\":%llu,\"outcomes\":%llu,\"accepted_after_taking\":%s,\"ms\":%.0f}\n",
+         (unsigned long long)accepted, (unsigned long long)outcomes, after ? "true" : "false", ms);
+  return accepted == ring && outcomes == ring && after ? 0 : 1;
+}
+
 // A whole decimal number up to a day's milliseconds (or a rate that large);
 // false, said on stderr, for anything else.
 bool number_option(const shingled::CommandLine& cl, const char* name, uint64_t& out) {
@@ -205,21 +324,46 @@ int main(int argc, char** argv) {
   options.stream = "SHINGLED_PROBE";
   options.subject = "shingled.probe.updates";
   static constexpr shingled::CommandLineFlag kFlags[] = {
-      {"servers", 0, true}, {"retry-ms", 0, true}, {"rate", 0, true}, {"timeout-ms", 0, true}};
+      {"servers", 0, true}, {"retry-ms", 0, true}, {"rate", 0, true}, {"timeout-ms", 0, true},
+      {"read-from", 0, true}, {"ring", 0, true}, {"expect-applied", 0, true}, {"replicas", 0, true},
+      {"stream", 0, true}};
   shingled::CommandLine cl;
   std::string error;
   if (!shingled::parse_command_line(argc, argv, kFlags, cl, error)) {
     fprintf(stderr, "cluster_log_probe: %s\n", error.c_str());
     usage();
   }
-  uint64_t retry_ms = options.retry_for_ms, rate = 0, timeout_ms = 5000;
+  uint64_t retry_ms = options.retry_for_ms, rate = 0, timeout_ms = 5000, read_from = 1, ring = 4096,
+           expect_applied = 0, replicas = 3;
   if (const std::string* v = cl.last("servers")) options.servers = split(*v);
+  if (const std::string* v = cl.last("stream")) {
+    options.stream = *v;
+    options.subject = "shingled.probe." + *v;
+  }
   if (!number_option(cl, "retry-ms", retry_ms) || !number_option(cl, "rate", rate) ||
-      !number_option(cl, "timeout-ms", timeout_ms)) {
+      !number_option(cl, "timeout-ms", timeout_ms) || !number_option(cl, "read-from", read_from) ||
+      !number_option(cl, "ring", ring) || !number_option(cl, "expect-applied", expect_applied) ||
+      !number_option(cl, "replicas", replicas)) {
     usage();
   }
   options.retry_for_ms = unsigned(retry_ms);
+  options.replicas = int(replicas);
   const std::vector<std::string>& rest = cl.words;
+  if (!rest.empty() && (rest[0] == "replicate" || rest[0] == "fill-ring") && !options.servers.empty()) {
+    ReplicatorOptions ro;
+    ro.log = options;
+    ro.node = "probe";
+    ro.read_from = read_from;
+    ro.ring_capacity = ring;
+    if (rest[0] == "fill-ring" && rest.size() == 2) return fill_ring(ro, strtoull(rest[1].c_str(), nullptr, 10));
+    if (rest[0] == "replicate" && rest.size() == 4) {
+      ro.workers = unsigned(strtoul(rest[1].c_str(), nullptr, 10));
+      const uint64_t count = strtoull(rest[3].c_str(), nullptr, 10);
+      return replicate(ro, strtoull(rest[2].c_str(), nullptr, 10), count,
+                       cl.has("expect-applied") ? expect_applied : count, int(timeout_ms));
+    }
+    usage();
+  }
   if (options.servers.empty() || rest.empty()) usage();
   JetStreamLog log;
   if (!log.open(options, error)) {

@@ -13,7 +13,12 @@
 #  - two of three servers down: a publish is refused with a clear error
 #    once its retry window ends;
 #  - the servers restarted on their data: publishing works again and the
-#    whole log reads back complete.
+#    whole log reads back complete;
+#  - the replicator (src/cluster/replicator) on its own stream: four worker
+#    lanes' 20,000 updates all stored and applied once, in stream order,
+#    each as proposed, each outcome naming the sequence the apply saw; a
+#    node restarted at sequence 10,001 applies exactly the rest; a lane
+#    whose outcomes are not taken refuses its ninth update at once.
 # Usage: cluster_log_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -140,5 +145,22 @@ out=$("$probe" --servers "$servers" publish 5001 10); rc=$?
 out=$("$probe" --servers "$servers" --timeout-ms "$read_wait_ms" read 1 5010); rc=$?
 [ $rc -eq 0 ] && [ "$(field "$out" highest)" = 5010 ] &&
   pass "the_whole_log_reads_back ($out)" || fail the_whole_log_reads_back "rc=$rc $out"
+
+# ------------------------------------------------------------------ the replicator
+# (src/cluster/replicator) on its own stream: worker threads propose through
+# their lanes and take their outcomes; the apply sees the stream in order.
+repl=(--servers "$servers" --stream SHINGLED_REPLICATOR --timeout-ms "$read_wait_ms")
+out=$("$probe" "${repl[@]}" replicate 4 0 20000); rc=$?
+[ $rc -eq 0 ] && [ "$(field "$out" stored)" = 20000 ] && [ "$(field "$out" applied)" = 20000 ] &&
+  pass "replicator_4_lanes_every_update_stored_and_applied_in_order ($out)" ||
+  fail replicator_4_lanes_every_update_stored_and_applied_in_order "rc=$rc $out"
+# A node that stopped at sequence 10,000 applies from 10,001 on: the other
+# node's 10,000 records after it, then its own 1,000, nothing twice.
+out=$("$probe" "${repl[@]}" --read-from 10001 --expect-applied 11000 replicate 2 20000 1000); rc=$?
+[ $rc -eq 0 ] && [ "$(field "$out" first_applied)" = 10001 ] && [ "$(field "$out" last_applied)" = 21000 ] &&
+  pass "replicator_catches_up_from_its_next_sequence ($out)" ||
+  fail replicator_catches_up_from_its_next_sequence "rc=$rc $out"
+out=$("$probe" "${repl[@]}" fill-ring 8); rc=$?
+[ $rc -eq 0 ] && pass "replicator_full_lane_refuses_at_once ($out)" || fail replicator_full_lane_refuses_at_once "rc=$rc $out"
 
 finish

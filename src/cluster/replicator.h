@@ -1,0 +1,126 @@
+// The node's replicator (docs/cluster.md, "Fuzzy hashes: every node a full
+// replica"): the one thread that speaks to the cluster's stream for the
+// workers. Two paths, both in stream order:
+//
+//  - proposing: a worker that accepted a WRITE, DEL or refresh hands the
+//    update to its own ring (propose) instead of applying it, and later
+//    takes the outcome from its own ring (next_outcome): stored with its
+//    stream sequence, or given up (JetStream refused it, or no quorum for
+//    the retry window). Only then does the worker answer its client. A
+//    worker never waits on NATS: a full ring, or as many updates in flight
+//    as the ring holds, refuses the proposal at once (the caller answers as
+//    for a full store).
+//  - applying: every record of the stream, from `read_from` on, is decoded
+//    and handed to `apply` with its sequence, on this thread, in stream
+//    order; the caller routes it to the worker that owns its digest. A
+//    record that does not decode is counted and skipped (a newer node's
+//    format, a foreign publisher), never applied.
+//
+// Message ids are the node's name, a number drawn at start and a counter,
+// so a publish retried across an election is stored once, and a restarted
+// node never reuses the ids of its previous run within JetStream's
+// duplicate window.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/jetstream_log.h"
+#include "cluster/replicated_update.h"
+#include "common/spsc_ring.h"
+
+namespace shingled::cluster {
+
+struct ReplicatorOptions {
+  LogOptions log;
+  std::string node;           // this node's name, unique in the cluster
+  unsigned workers = 1;       // one proposal ring and one outcome ring each
+  size_t ring_capacity = 4096;  // per worker, a power of two
+  uint64_t read_from = 1;     // the first stream sequence this node has not applied
+};
+
+struct ProposalOutcome {
+  uint64_t token = 0;     // the worker's, from propose()
+  bool stored = false;
+  uint64_t sequence = 0;  // when stored
+};
+
+struct ReplicatorStats {
+  std::atomic<uint64_t> proposed{0};   // taken from the workers' rings
+  std::atomic<uint64_t> stored{0};     // acked by JetStream
+  std::atomic<uint64_t> given_up{0};   // refused, or no quorum within the retry window
+  std::atomic<uint64_t> applied{0};    // records handed to apply
+  std::atomic<uint64_t> malformed{0};  // records that did not decode: skipped
+  std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
+  std::atomic<uint64_t> read_errors{0};   // reads that failed (and were restarted)
+};
+
+class Replicator {
+ public:
+  using ApplyFn = std::function<void(uint64_t sequence, const ReplicatedUpdate& update)>;
+
+  Replicator() = default;
+  ~Replicator();
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // Connects, creates or updates the stream, starts reading at
+  // options.read_from and starts the thread. False with the reason when
+  // the cluster cannot be reached or the options are unusable.
+  bool start(const ReplicatorOptions& options, ApplyFn apply, std::string& error);
+  // Stops the thread: proposals not yet acked get no outcome (their
+  // clients time out and retry; a stored one is then a duplicate).
+  void stop();
+
+  // Worker `w`'s thread only. False, at once, when its ring is full or as
+  // many of its proposals are in flight as the ring holds.
+  bool propose(unsigned w, uint64_t token, const ReplicatedUpdate& update);
+  bool next_outcome(unsigned w, ProposalOutcome& out);
+
+  const ReplicatorStats& stats() const { return stats_; }
+
+ private:
+  struct Proposal {
+    uint64_t token;
+    uint32_t len;
+    uint8_t data[kMaxUpdateSize];
+  };
+  // One worker's channels; in_flight is the worker's own count.
+  struct alignas(64) Lane {
+    explicit Lane(size_t capacity) : proposals(capacity), outcomes(capacity) {}
+    SpscRing<Proposal> proposals;
+    SpscRing<ProposalOutcome> outcomes;
+    size_t in_flight = 0;
+  };
+  struct Owner {
+    unsigned worker;
+    uint64_t token;
+  };
+
+  void run();
+  bool take_proposals();
+  bool settle_publishes(std::vector<JetStreamLog::Outcome>& done);
+  bool apply_records(int wait_ms);
+
+  ReplicatorOptions options_;
+  ApplyFn apply_;
+  JetStreamLog log_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<Owner> owners_;      // by publish token: whose proposal it was
+  std::vector<uint64_t> free_tokens_;
+  std::string id_prefix_;
+  uint64_t next_id_ = 0;
+  uint64_t read_next_ = 1;         // the sequence the next record should have
+  uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  ReplicatorStats stats_;
+};
+
+}  // namespace shingled::cluster
