@@ -36,6 +36,15 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   options_ = options;
   apply_ = std::move(apply);
   if (!log_.open(options_.log, error)) return false;
+  if (options_.read_from == 0) {
+    uint64_t last = 0;
+    std::string leader;
+    if (!log_.stream_state(last, leader, error)) {
+      log_.close();
+      return false;
+    }
+    options_.read_from = last + 1;
+  }
   if (!log_.read_from(options_.read_from, error)) {
     log_.close();
     return false;
@@ -75,6 +84,40 @@ bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& upd
   return true;
 }
 
+bool Replicator::next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out) {
+  Lane& lane = *lanes_[w];
+  const Applied* a = lane.applies.front();
+  if (a == nullptr) return false;
+  sequence = a->sequence;
+  out = a->update;
+  lane.applies.release();
+  return true;
+}
+
+// The owner's ring full means the owner is behind: reading waits for it
+// (the stream keeps the rest), rather than dropping or reordering a record.
+void Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
+  const unsigned w = options_.owner_of(u);
+  Lane& lane = *lanes_[w < lanes_.size() ? w : 0];
+  Applied* slot;
+  while ((slot = lane.applies.reserve()) == nullptr) {
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    if (options_.wake) options_.wake(w);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  *slot = Applied{sequence, u};
+  lane.applies.commit();
+  lane.touched = true;
+}
+
+void Replicator::wake_touched() {
+  for (unsigned w = 0; w < lanes_.size(); ++w) {
+    if (!lanes_[w]->touched) continue;
+    lanes_[w]->touched = false;
+    if (options_.wake) options_.wake(w);
+  }
+}
+
 bool Replicator::next_outcome(unsigned w, ProposalOutcome& out) {
   Lane& lane = *lanes_[w];
   const ProposalOutcome* o = lane.outcomes.front();
@@ -94,6 +137,7 @@ void Replicator::run() {
     // A pass with nothing to do waits for the next record (or until acks
     // and proposals are looked at again), rather than spinning.
     applied = apply_records(busy || applied ? 0 : kIdleWaitMs);
+    wake_touched();
   }
 }
 
@@ -116,6 +160,7 @@ bool Replicator::take_proposals() {
         if (o != nullptr) {
           *o = ProposalOutcome{p->token, false, 0};
           lane.outcomes.commit();
+          lane.touched = true;
         }
         stats_.given_up.fetch_add(1, std::memory_order_relaxed);
       }
@@ -139,6 +184,7 @@ bool Replicator::settle_publishes(std::vector<JetStreamLog::Outcome>& done) {
     if (o != nullptr) {
       *o = ProposalOutcome{owner.token, d.stored, d.sequence};
       lane.outcomes.commit();
+      lane.touched = true;
     }
     (d.stored ? stats_.stored : stats_.given_up).fetch_add(1, std::memory_order_relaxed);
     if (!d.stored) LOG_WARN("cluster: an update was not stored: %s", d.error.c_str());
@@ -169,7 +215,11 @@ bool Replicator::apply_records(int wait_ms) {
         if (decode_update(data, len, u) != UpdateDecode::ok) {
           stats_.malformed.fetch_add(1, std::memory_order_relaxed);
         } else {
-          apply_(sequence, u);
+          if (options_.owner_of) {
+            hand_to_owner(sequence, u);
+          } else {
+            apply_(sequence, u);
+          }
           stats_.applied.fetch_add(1, std::memory_order_relaxed);
         }
         stats_.last_applied.store(sequence, std::memory_order_relaxed);

@@ -42,7 +42,13 @@ struct ReplicatorOptions {
   std::string node;           // this node's name, unique in the cluster
   unsigned workers = 1;       // one proposal ring and one outcome ring each
   size_t ring_capacity = 4096;  // per worker, a power of two
-  uint64_t read_from = 1;     // the first stream sequence this node has not applied
+  uint64_t read_from = 1;     // the first stream sequence this node has not applied;
+                              // 0: the one after the stream's last at start
+  // Set both to hand records to the workers instead of to start()'s apply:
+  // owner_of names the worker that applies a record (its digest's shard's
+  // owner); wake(w) rouses worker w when its lane got something.
+  std::function<unsigned(const ReplicatedUpdate&)> owner_of;
+  std::function<void(unsigned)> wake;
 };
 
 struct ProposalOutcome {
@@ -82,6 +88,15 @@ class Replicator {
   // many of its proposals are in flight as the ring holds.
   bool propose(unsigned w, uint64_t token, const ReplicatedUpdate& update);
   bool next_outcome(unsigned w, ProposalOutcome& out);
+  // With options.owner_of: the next record worker `w` applies, in stream
+  // order among its own.
+  bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
+  // How many updates one worker may have in flight.
+  size_t lane_capacity() const { return options_.ring_capacity; }
+  // Whether worker `w`'s lane holds outcomes or records (a hint).
+  bool lane_has_work(unsigned w) const {
+    return !lanes_[w]->outcomes.empty() || !lanes_[w]->applies.empty();
+  }
 
   const ReplicatorStats& stats() const { return stats_; }
 
@@ -92,11 +107,17 @@ class Replicator {
     uint8_t data[kMaxUpdateSize];
   };
   // One worker's channels; in_flight is the worker's own count.
+  struct Applied {
+    uint64_t sequence;
+    ReplicatedUpdate update;
+  };
   struct alignas(64) Lane {
-    explicit Lane(size_t capacity) : proposals(capacity), outcomes(capacity) {}
+    explicit Lane(size_t capacity) : proposals(capacity), outcomes(capacity), applies(capacity) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;
+    SpscRing<Applied> applies;
     size_t in_flight = 0;
+    bool touched = false;  // the replicator's: something was handed over this pass
   };
   struct Owner {
     unsigned worker;
@@ -107,6 +128,8 @@ class Replicator {
   bool take_proposals();
   bool settle_publishes(std::vector<JetStreamLog::Outcome>& done);
   bool apply_records(int wait_ms);
+  void hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u);
+  void wake_touched();
 
   ReplicatorOptions options_;
   ApplyFn apply_;

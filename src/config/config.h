@@ -93,6 +93,16 @@ struct MapFiles {
 // config/option_table.cpp; default_config() applies those defaults, so the
 // initializers below are neutral values, not defaults. Start from
 // default_config(), never from a bare Config.
+// The `cluster { }` block (docs/cluster.md). Without it: one node.
+struct ClusterConfig {
+  bool enabled = false;
+  std::vector<std::string> servers;  // nats:// or tls:// URLs, any of the cluster
+  std::string node;                  // this node's name, unique in the cluster
+  std::string stream = "SHINGLED_FUZZY";
+  int replicas = 3;
+  std::string creds_file;            // a NATS .creds file; empty: none
+};
+
 struct Config {
   std::string source;  // file the config came from, "" for built-in defaults
 
@@ -155,6 +165,7 @@ struct Config {
   // Rate limits: `ratelimit { rates { ... } ... }` holds rspamd's module
   // options (defaults in store/ratelimit_settings.h); no listener = off.
   RatelimitConfig ratelimit;
+  ClusterConfig cluster;
   std::vector<ListenAddress> ratelimit_service_bind_sockets;
   uint64_t ratelimit_service_max_buckets = 0;  // live buckets, all shards
 

@@ -15,6 +15,7 @@
 #include "access/map_entries.h"
 #include "access/map_file.h"
 #include "common/net_address.h"
+#include "config/cluster_config_loader.h"
 #include "config/keypair_block.h"
 #include "config/option_parser.h"
 #include "config/ratelimit_config_loader.h"
@@ -292,6 +293,12 @@ bool apply_keypair(const UclNode& m, OptionParser& p) {
   return true;
 }
 
+bool apply_cluster(const UclNode& m, OptionParser& p) {
+  ClusterBlockError block_error;
+  if (!load_cluster_block(m, p.config().cluster, block_error)) return p.fail(block_error.line, block_error.reason);
+  return true;
+}
+
 bool apply_ratelimit(const UclNode& m, OptionParser& p) {
   RatelimitBlockError block_error;
   if (!load_ratelimit_block(m, p.config().ratelimit, block_error)) {
@@ -540,6 +547,15 @@ std::string show_dpdk_ports(const Config& c) {
 std::string show_dpdk_addresses(const Config& c) {
   return joined(c.dpdk_addresses, [](const InterfaceAddress& a) { return a.text; }, "(none)");
 }
+std::string show_cluster(const Config& c) {
+  const ClusterConfig& k = c.cluster;
+  if (!k.enabled) return "(none: a single node)";
+  std::string servers;
+  for (const std::string& s : k.servers) servers += (servers.empty() ? "" : ",") + s;
+  return "node " + k.node + " on " + servers + ", stream " + k.stream + " R" + std::to_string(k.replicas) +
+         (k.creds_file.empty() ? "" : ", creds " + k.creds_file);
+}
+
 std::string show_ratelimit(const Config& c) {
   const RatelimitConfig& r = c.ratelimit;
   std::string rates;
@@ -770,6 +786,11 @@ const OptionRow kRows[] = {
      "bounce_senders, max_rcpts, expire, dynamic_rate_limit and its factors; and compat, "
      "reservation_lease",
      {}, apply_ratelimit, show_ratelimit},
+    // Cluster.
+    {"cluster", {}, OptionKind::block, 0, 0, nullptr, "(none: a single node)",
+     "replicate the fuzzy store on NATS JetStream (docs/cluster.md): servers (nats:// URLs), "
+     "node (this node's name), stream, replicas, creds",
+     {}, apply_cluster, show_cluster},
 };
 
 constexpr const char* kOldMirroring =

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "cluster/replicator.h"
 #include "common/clock.h"
 #include "common/cpu.h"
 #include "common/log.h"
@@ -456,6 +458,47 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
   return synced ? 0 : 1;
 }
 
+// The cluster's replicator (docs/cluster.md): every fuzzy WRITE and DEL
+// goes through the stream, and each record goes to the worker that owns its
+// digest's shard. Each shard's applied sequence is not kept yet, so a node
+// with data reads only what the stream gets from now on, and a node with an
+// empty database reads the whole stream.
+std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engine& engine,
+                                                      const std::atomic<bool>& workers_up,
+                                                      std::string& error) {
+  cluster::ReplicatorOptions o;
+  o.log.servers = config.cluster.servers;
+  o.log.client_name = "shingled " + config.cluster.node;
+  o.log.creds_file = config.cluster.creds_file;
+  o.log.stream = config.cluster.stream;
+  o.log.subject = "shingled.fuzzy." + config.cluster.stream;
+  o.log.replicas = config.cluster.replicas;
+  o.node = config.cluster.node;
+  o.workers = engine.worker_count();
+  const bool empty = engine.store().stored_hashes() == 0;
+  o.read_from = empty ? 1 : 0;
+  o.owner_of = [&engine](const cluster::ReplicatedUpdate& u) {
+    return engine.shards().owner_of(engine.service().shard_of_update(u.request));
+  };
+  o.wake = [&engine, &workers_up](unsigned w) {
+    if (workers_up.load(std::memory_order_acquire) && w < engine.worker_count()) {
+      engine.worker_mut(w).wake_if_sleeping();
+    }
+  };
+  auto replicator = std::make_unique<cluster::Replicator>();
+  if (!replicator->start(o, nullptr, error)) {
+    error = "cluster: " + error;
+    return nullptr;
+  }
+  LOG_INFO("cluster: node %s on stream %s (R%d), applying from sequence %s", config.cluster.node.c_str(),
+           config.cluster.stream.c_str(), config.cluster.replicas, empty ? "1 (an empty database)" : "the stream's end");
+  if (!empty) {
+    LOG_WARN("cluster: applied sequences are not kept yet: updates published while this node was down "
+             "are not applied here (docs/cluster.md)");
+  }
+  return replicator;
+}
+
 // Says why start-up stopped; the exit code.
 int fail_with(const std::string& error) {
   fprintf(stderr, "shingled: %s\n", error.c_str());
@@ -513,6 +556,13 @@ int run(int argc, char** argv) {
   engine.set_saved_network_buckets(std::move(network_buckets));
   engine.access().publish(maps->build());
   engine.set_map_loader(maps.get());
+  std::atomic<bool> workers_up{false};
+  std::unique_ptr<cluster::Replicator> replicator;
+  if (config.cluster.enabled) {
+    replicator = start_replicator(config, engine, workers_up, error);
+    if (!replicator) return fail_with(error);
+    engine.set_replicator(replicator.get());
+  }
   Persister persister(env, engine.enable_change_feeds(), PersisterOptions{config.sync_seconds, size_t(config.sync_memory_limit)});
   persister.seed(std::move(first_sync));
   persister.start();
@@ -520,6 +570,7 @@ int run(int argc, char** argv) {
   ensure_parent_dir(config.control_socket);
   if (!control.open(config.control_socket, error)) return fail_with(error);
   if (!engine.start(error)) return fail_with(error);
+  workers_up.store(true, std::memory_order_release);
   keep_off_worker_cpus(engine, persister);
   if (config.io == IoBackendKind::dpdk) dpdk_check_worker_numa(engine.worker_cpus());
   log_what_is_served(config, keypairs);

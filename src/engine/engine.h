@@ -27,6 +27,9 @@
 namespace shingled {
 
 class MapLoader;
+namespace cluster {
+class Replicator;
+}
 
 class Engine {
  public:
@@ -51,6 +54,10 @@ class Engine {
   // recvmmsg with a log line when io_uring cannot be set up) and starts them.
   bool start(std::string& error);
   void stop();
+  // Before start(): the node's replicator, which then takes every fuzzy
+  // WRITE and DEL (docs/cluster.md); null (the default): a single node.
+  void set_replicator(cluster::Replicator* replicator) { replicator_ = replicator; }
+  cluster::Replicator* replicator() const { return replicator_; }
   // Asks every worker to stop and waits up to `limit` for them. Returns the
   // workers still running then (a stuck worker): they are left running, so
   // the engine must not be destroyed; the caller syncs what the others
@@ -110,6 +117,7 @@ class Engine {
   std::unique_ptr<Published<AccessLists>> access_;
   const MapLoader* maps_ = nullptr;
   std::vector<SavedNetworkBucket> saved_buckets_;
+  cluster::Replicator* replicator_ = nullptr;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;

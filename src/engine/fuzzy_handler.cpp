@@ -1,6 +1,8 @@
 // The fuzzy storage on one worker (see fuzzy_handler.h).
 #include "engine/fuzzy_handler.h"
 
+#include "cluster/replicator.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -31,6 +33,10 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
       sweep_(link.shards, link.self, service.store().shard_count()),
       refreshes_(link.shards.workers()) {
   for (InboxMessage& m : refreshes_) m.emplace<RefreshBatch>(service_id, refresh);
+  if (link.cluster != nullptr) {
+    held_.resize(link.cluster->lane_capacity());
+    for (size_t t = held_.size(); t-- > 0;) free_held_.push_back(uint32_t(t));
+  }
   if (const NetworkLimitSettings* limit = service.limit()) {
     NetworkLimitSettings mine = *limit;
     const unsigned workers = link.shards.workers();
@@ -120,6 +126,10 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
       return;
     }
   }
+  if (link_.cluster != nullptr) {
+    propose_update(p, seal, req, now);
+    return;
+  }
   const unsigned owner = link_.shards.owner_of(service_.shard_of_update(req));
   if (owner == link_.self) {
     const size_t len = service_.apply_update(req, seal, now.unix_seconds, link_.ctx, link_.index, reply);
@@ -127,6 +137,54 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
     return;
   }
   if (forward(owner, update, p, seal, req)) stats_.forwarded_updates.add();
+}
+
+void FuzzyHandler::propose_update(const RxPacket& p, const ReplySeal& seal, const fuzzy::Request& req,
+                                  const LoopClock& now) {
+  cluster::ReplicatedUpdate u;
+  u.kind = req.cmd == fuzzy::kDel ? cluster::UpdateKind::del : cluster::UpdateKind::write;
+  u.accept_time = now.unix_seconds;
+  u.request = req;
+  if (!free_held_.empty() && link_.cluster->propose(link_.self, free_held_.back(), u)) {
+    Update& h = held_[free_held_.back()];
+    free_held_.pop_back();
+    h.from.set(p, link_.self);
+    h.seal = seal;
+    h.request = req;
+    stats_.cluster_proposed.add();
+    return;
+  }
+  stats_.cluster_refused.add();  // the client may retry; the stream is behind
+  uint8_t reply[kMaxReply];
+  link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
+}
+
+bool FuzzyHandler::poll(const LoopClock& now) {
+  (void)now;
+  if (link_.cluster == nullptr) return false;
+  bool any = false;
+  uint8_t reply[kMaxReply];
+  cluster::ProposalOutcome o;
+  for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_outcome(link_.self, o); ++k) {
+    Update& h = held_[o.token];
+    link_.replies.send(h.from, reply, service_.accepted_update_reply(h.request, h.seal, o.stored, link_.ctx, reply));
+    free_held_.push_back(uint32_t(o.token));
+    any = true;
+  }
+  uint64_t sequence;
+  cluster::ReplicatedUpdate u;
+  for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_apply(link_.self, sequence, u); ++k) {
+    any = true;
+    if (u.kind == cluster::UpdateKind::refresh) continue;  // not proposed yet (docs/cluster.md)
+    const uint32_t at = uint32_t(std::min<uint64_t>(u.accept_time, UINT32_MAX));
+    if (!service_.apply_replicated(u.request, at, link_.ctx, link_.index)) stats_.cluster_apply_full.add();
+    stats_.cluster_applied.add();
+  }
+  return any;
+}
+
+bool FuzzyHandler::has_work() const {
+  return link_.cluster != nullptr && link_.cluster->lane_has_work(link_.self);
 }
 
 bool FuzzyHandler::forward(unsigned owner, Kind kind, const RxPacket& p, const ReplySeal& seal,

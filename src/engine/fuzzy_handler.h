@@ -9,6 +9,12 @@
 // source is decided by the worker that owns its network's bucket (a hash of
 // the network picks it): this one, or another it is forwarded to whole,
 // which then answers the client itself, as with updates.
+//
+// In a cluster (WorkerLink::cluster, docs/cluster.md) a WRITE or DEL is not
+// applied where it arrives: it is proposed to the node's replicator, its
+// answer held until the stream has it (or refused then), and every record
+// of the stream comes back through poll() to the owner of its digest's
+// shard, which applies it with the accepting node's time.
 #pragma once
 
 #include <memory>
@@ -33,6 +39,10 @@ class FuzzyHandler final : public ServiceHandler {
   void upkeep(const LoopClock& now) override;
   // The per-network limit's buckets, whole, at each sync.
   bool report_changes(uint64_t epoch, size_t budget, const LoopClock& now) override;
+  // In a cluster: the outcomes of this worker's proposed updates (each then
+  // answered) and the stream's records this worker applies.
+  bool poll(const LoopClock& now) override;
+  bool has_work() const override;
 
  private:
   enum Kind : uint8_t { update, refresh, limited };
@@ -69,6 +79,11 @@ class FuzzyHandler final : public ServiceHandler {
   // A forwarded limited request, decided and answered here.
   void execute_limited(const Update& u, const LoopClock& now);
   void send_refreshes(unsigned owner);
+  // In a cluster: hands a WRITE or DEL to the replicator and holds its
+  // answer until the outcome comes back (answered at once with 500 when
+  // this worker has as many in flight as it can hold).
+  void propose_update(const RxPacket& p, const ReplySeal& seal, const fuzzy::Request& req,
+                      const LoopClock& now);
 
   FuzzyService& service_;
   const uint8_t id_;
@@ -86,6 +101,8 @@ class FuzzyHandler final : public ServiceHandler {
   uint64_t bans_unlogged_ = 0;
   uint64_t last_full_log_ms_ = 0;
   uint64_t limits_reported_ = 0;  // the sync epoch the buckets were last handed over for
+  std::vector<Update> held_;           // in a cluster: proposed updates by token, awaiting outcomes
+  std::vector<uint32_t> free_held_;    // tokens free for the next proposal
 };
 
 }  // namespace shingled

@@ -375,8 +375,6 @@ size_t FuzzyService::answer_check(const fuzzy::Request& req, const ReplySeal& se
 size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& seal, uint32_t now,
                                   WorkerContext& ctx, IndexSink& sink, uint8_t* reply) {
   WorkerStats& stats = ctx.stats;
-  const uint64_t hash = store_.digest_hash(req.digest);
-  const unsigned shard = store_.shard_of(hash);
   const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
   if (ctx.changes != nullptr && ctx.changes->backed_up()) {
     // Persistence is behind (a long commit with sync_memory_limit more
@@ -386,20 +384,30 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
     stats.key_errors[key].add();
     return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
   }
+  if (!store_update(req, now, ctx, sink)) {
+    stats.key_errors[key].add();
+    return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
+  }
+  (req.cmd == fuzzy::kDel ? stats.key_deletes : stats.key_writes)[key].add();
+  return encode(req, seal, acknowledgement(req), ctx, reply);
+}
+
+bool FuzzyService::store_update(const fuzzy::Request& req, uint32_t now, WorkerContext& ctx,
+                                IndexSink& sink) {
+  WorkerStats& stats = ctx.stats;
+  const uint64_t hash = store_.digest_hash(req.digest);
+  const unsigned shard = store_.shard_of(hash);
   if (req.cmd == fuzzy::kDel) {
     stats.del.add();
-    stats.key_deletes[key].add();
     stats.flag_deletes[req.flag].add();
     store_.remove(shard, hash, req.digest, ctx.changes);
-    return encode(req, seal, acknowledgement(req), ctx, reply);
+    return true;
   }
-
   stats.write.add();
   const WriteResult w = store_.write(shard, hash, req, now, ctx.changes);
   if (w.status == WriteResult::full) {
     stats.store_full.add();
-    stats.key_errors[key].add();
-    return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
+    return false;
   }
   if (w.index_shingles) {
     // Each insert lands on a random cache line of the index. Asking for all
@@ -412,9 +420,24 @@ size_t FuzzyService::apply_update(const fuzzy::Request& req, const ReplySeal& se
     }
     for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) sink.add(store_.shard_of(keys[i]), keys[i], w.ref);
   }
-  stats.key_writes[key].add();
   stats.flag_writes[req.flag].add();
+  return true;
+}
+
+size_t FuzzyService::accepted_update_reply(const fuzzy::Request& req, const ReplySeal& seal, bool stored,
+                                           WorkerContext& ctx, uint8_t* reply) {
+  const size_t key = WorkerStats::key_slot(seal.encrypted, seal.keypair);
+  if (!stored) {
+    ctx.stats.key_errors[key].add();
+    return encode(req, seal, refusal(req, fuzzy::kResultInternal), ctx, reply);
+  }
+  (req.cmd == fuzzy::kDel ? ctx.stats.key_deletes : ctx.stats.key_writes)[key].add();
   return encode(req, seal, acknowledgement(req), ctx, reply);
+}
+
+bool FuzzyService::apply_replicated(const fuzzy::Request& req, uint32_t accept_time, WorkerContext& ctx,
+                                    IndexSink& sink) {
+  return store_update(req, accept_time, ctx, sink);
 }
 
 }  // namespace shingled

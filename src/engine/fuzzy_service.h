@@ -102,6 +102,18 @@ class FuzzyService {
   size_t apply_update(const fuzzy::Request& req, const ReplySeal& seal, uint32_t now,
                       WorkerContext& ctx, IndexSink& sink, uint8_t* reply);
 
+  // In a cluster (docs/cluster.md) an accepted WRITE or DEL is answered
+  // once the stream holds it, or refused when it cannot (500, as a full
+  // store), and every node applies it from the stream with the time the
+  // accepting node took it. accepted_update_reply: the answer, with the
+  // accepting node's per-key counts. apply_replicated: owner of the
+  // digest's shard only; false when the store was full (the write is then
+  // missing here: the nodes' capacities must match).
+  size_t accepted_update_reply(const fuzzy::Request& req, const ReplySeal& seal, bool stored,
+                               WorkerContext& ctx, uint8_t* reply);
+  bool apply_replicated(const fuzzy::Request& req, uint32_t accept_time, WorkerContext& ctx,
+                        IndexSink& sink);
+
  private:
   // Encodes `r` for the request's epoch, sealed when `seal` says so.
   size_t encode(const fuzzy::Request& req, const ReplySeal& seal, const fuzzy::Reply& r,
@@ -109,6 +121,8 @@ class FuzzyService {
 
  private:
   fuzzy::Reply acknowledgement(const fuzzy::Request& req) const;
+  // The store's part of a WRITE or DEL; false when the store is full.
+  bool store_update(const fuzzy::Request& req, uint32_t now, WorkerContext& ctx, IndexSink& sink);
   // The answer to a STAT or PING.
   size_t answer_stat_or_ping(const fuzzy::Request& req, const ReplySeal& seal, WorkerContext& ctx,
                              uint8_t* reply) const;

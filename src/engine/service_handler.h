@@ -32,6 +32,9 @@ namespace shingled {
 
 class ChangeFeed;
 class Outbox;
+namespace cluster {
+class Replicator;
+}
 
 // Datagrams a worker takes in one receive, at most.
 inline constexpr unsigned kMaxBurst = 64;
@@ -46,6 +49,7 @@ struct WorkerLink {
   Outbox& outbox;         // messages to other workers
   IndexSink& index;       // shingle index inserts (fuzzy WRITEs)
   ChangeFeed* feed;       // null: nothing is persisted
+  cluster::Replicator* cluster = nullptr;  // null: a single node (docs/cluster.md)
 };
 
 class ServiceHandler {
@@ -55,6 +59,14 @@ class ServiceHandler {
   virtual void end_burst(const LoopClock& now) { (void)now; }
   virtual void execute(const InboxMessage& m, const LoopClock& now) = 0;
   virtual void upkeep(const LoopClock& now) { (void)now; }
+  // Every pass: work that came from outside the packet path (the cluster's
+  // outcomes and records to apply). True when there was any. has_work():
+  // whether some waits, so that an idle worker does not sleep on it.
+  virtual bool poll(const LoopClock& now) {
+    (void)now;
+    return false;
+  }
+  virtual bool has_work() const { return false; }
   // Before the marker of sync `epoch` may follow them: hands this core's
   // changes not yet in the feed to it, up to `budget` per call. True once
   // every change made before the first call for this epoch is out.

@@ -72,6 +72,10 @@ class Counter {
   X(expired, "records removed by the expiry sweep")                                         \
   X(refreshes, "records refreshed by a strong CHECK hit (their life counts from it)")        \
   X(refreshes_dropped, "refreshes lost: the owner core's inbox was full")                   \
+  X(cluster_proposed, "WRITE/DEL handed to the cluster's stream, answered on its outcome")   \
+  X(cluster_refused, "WRITE/DEL refused at once (500): as many in flight as a worker holds") \
+  X(cluster_applied, "updates applied from the cluster's stream")                           \
+  X(cluster_apply_full, "stream updates not stored here: the store was full")              \
   X(counter_requests, "counter requests accepted")                                          \
   X(counter_malformed, "counter datagrams dropped as malformed")                            \
   X(counter_refused, "counter increments refused: source outside allow_update")             \

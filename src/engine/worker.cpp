@@ -45,8 +45,8 @@ Worker::Worker(Engine& engine, unsigned index, std::unique_ptr<PacketIo> io, Cha
       outbox_(rings_from(engine, index),
               [&engine](unsigned dest) { engine.worker_mut(dest).wake_if_sleeping(); }) {
   ctx_.changes = changes;
-  const WorkerLink link{index,    engine.shards(), ctx_, engine.sealer(), replies_,
-                        outbox_, *this,           changes};
+  const WorkerLink link{index,    engine.shards(), ctx_,    engine.sealer(), replies_,
+                        outbox_, *this,           changes, engine.replicator()};
   const std::vector<const ServiceRow*>& served = engine.served();
   for (size_t id = 0; id < served.size(); ++id) {
     handlers_.push_back(served[id]->make_handler(engine, uint8_t(id), link));
@@ -133,7 +133,9 @@ void Worker::run(int cpu) {
         // Packets and inbox messages end the wait at once (the kernel, the
         // wake fd); the length only sets how often an idle core wakes for
         // upkeep.
-        if (inboxes_empty()) wait = idle_streak > kDeepIdleAfter ? kDeepIdleWaitUs : kIdleWaitUs;
+        if (inboxes_empty() && !handlers_have_work()) {
+          wait = idle_streak > kDeepIdleAfter ? kDeepIdleWaitUs : kIdleWaitUs;
+        }
       }
       n = io_->receive_burst(rx, kMaxBurst, wait);
       sleeping_.store(0, std::memory_order_relaxed);
@@ -146,7 +148,8 @@ void Worker::run(int cpu) {
     // Inbox first: an index insert or forwarded write another core queued
     // before this burst arrived is applied before the burst's CHECKs read
     // (a client that saw its write acknowledged finds it from any core).
-    const bool had_messages = drain_inboxes(now);
+    bool had_messages = drain_inboxes(now);
+    for (auto& h : handlers_) had_messages |= h->poll(now);
     process_burst(rx, n, now);
     flush_index_batches();
     outbox_.flush();
@@ -205,6 +208,13 @@ void Worker::process_burst(const RxPacket* rx, unsigned n, const LoopClock& now)
     handlers_[engine_.listener_service(p.listener)]->accept(p, now);
   }
   for (auto& h : handlers_) h->end_burst(now);
+}
+
+bool Worker::handlers_have_work() const {
+  for (const auto& h : handlers_) {
+    if (h->has_work()) return true;
+  }
+  return false;
 }
 
 bool Worker::inboxes_empty() const {

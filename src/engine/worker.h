@@ -53,6 +53,7 @@ class Worker final : private IndexSink {
   void process_burst(const RxPacket* rx, unsigned n, const LoopClock& now);
   bool drain_inboxes(const LoopClock& now);
   bool inboxes_empty() const;
+  bool handlers_have_work() const;
   void upkeep(const LoopClock& now);
   // Hands changes to the feed before a sync marker may follow them.
   void report_changes(const LoopClock& now);

@@ -843,5 +843,42 @@ TEST(ConfigAccessControl, keypair_extensions_are_read_with_rspamds_semantics) {
   expect_error("weak_ids = x;\n", 1, "weak_ids: 'x' is not a flag");
 }
 
+// The cluster block (docs/cluster.md): servers and node are required, every
+// value checked where it is written.
+TEST(ConfigCluster, a_block_with_servers_and_node_turns_the_cluster_on) {
+  const Config none = load_ok("");
+  EXPECT_FALSE(none.cluster.enabled);
+  const Config c = load_ok(
+      "cluster {\n  servers = [\"nats://10.0.0.1:4222\", \"nats://10.0.0.2:4222\"];\n  node = \"mx-1\";\n"
+      "  replicas = 5;\n  stream = \"FUZZY_A\";\n}\n");
+  EXPECT_TRUE(c.cluster.enabled);
+  EXPECT_EQ(c.cluster.servers, (std::vector<std::string>{"nats://10.0.0.1:4222", "nats://10.0.0.2:4222"}));
+  EXPECT_EQ(c.cluster.node, "mx-1");
+  EXPECT_EQ(c.cluster.replicas, 5);
+  EXPECT_EQ(c.cluster.stream, "FUZZY_A");
+  const Config one = load_ok("cluster { servers = \"nats://127.0.0.1:4222\"; node = n1; }\n");
+  EXPECT_EQ(one.cluster.servers.size(), 1u);
+  const Config listed = load_ok("cluster { servers = \"nats://a:1,nats://b:2\"; node = n1; }\n");
+  EXPECT_EQ(listed.cluster.servers, (std::vector<std::string>{"nats://a:1", "nats://b:2"}));
+  EXPECT_EQ(one.cluster.replicas, 3);
+  EXPECT_EQ(one.cluster.stream, "SHINGLED_FUZZY");
+}
+
+TEST(ConfigCluster, a_bad_cluster_block_is_refused_at_its_line) {
+  expect_error("cluster {\n  node = n1;\n}\n", 1, "'servers' is required");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n}\n", 1, "'node' is required");
+  expect_error("cluster {\n  servers = [\"http://a:1\"];\n  node = n1;\n}\n", 2, "not a nats:// or tls:// URL");
+  expect_error("cluster {\n  servers = [];\n  node = n1;\n}\n", 2, "the list is empty");
+  expect_error("cluster {\n  servers = \"nats://a:1,\";\n  node = n1;\n}\n", 2, "not a nats:// or tls:// URL: \"\"");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = \"my node\";\n}\n", 3, "node: 1 to 64");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  replicas = 7;\n}\n", 4, "1 to 5");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  stream = \"a.b\";\n}\n", 4,
+               "not a JetStream stream name");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  leader = yes;\n}\n", 4,
+               "unknown option 'leader'");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  node = n2;\n}\n", 4, "set twice");
+  expect_error("cluster = 3;\n", 1, "must be a block");
+}
+
 }  // namespace
 }  // namespace shingled

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Two and then three shingled nodes replicating the fuzzy store through a
+# three-server NATS JetStream cluster (docs/cluster.md), all started here on
+# private loopback ports:
+#  - 2,000 WRITEs to node a are all acknowledged (after JetStream's ack);
+#  - node b, which was written nothing, answers every CHECK of them right:
+#    exact hits, near-duplicates by shingles, misses (shingle-load's
+#    verifier, 0 wrong, 0 lost), and so does node a;
+#  - 500 DELs sent to node b take the records off node a as well;
+#  - a node started later with an empty database reads the whole stream and
+#    answers right too;
+#  - `shinglectl stats` shows the updates each node applied from the stream.
+# Usage: cluster_nodes_test.sh --build BUILD_DIR
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib_check.sh"
+parse_build_arg "$@"
+shingled=$(realpath "$build/src/daemon/shingled")
+ctl=$(realpath "$build/tools/shinglectl")
+load=$(realpath "$build/tools/shingle-load")
+probe=$(realpath "$build/tests/cluster_log_probe")
+command -v nats-server >/dev/null || { echo "nats-server not found (scripts/install-deps.sh)"; echo "0 passed, 1 failed"; exit 1; }
+
+tmp=$(mktemp -d)
+declare -a nats_pid=("" "" "")
+declare -A node_pid=()
+cleanup() {
+  for p in "${node_pid[@]}"; do kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  for p in "${nats_pid[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+read -r -a ports <<<"$(python3 "$here/free_ports.py" 9)"
+routes="nats-route://127.0.0.1:${ports[3]},nats-route://127.0.0.1:${ports[4]},nats-route://127.0.0.1:${ports[5]}"
+servers="nats://127.0.0.1:${ports[0]},nats://127.0.0.1:${ports[1]},nats://127.0.0.1:${ports[2]}"
+declare -A udp_port=([a]=${ports[6]} [b]=${ports[7]} [c]=${ports[8]})
+
+for i in 0 1 2; do
+  mkdir -p "$tmp/n$i"
+  nats-server -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" -js -sd "$tmp/n$i" \
+    --cluster_name shingled-nodes --cluster "nats://127.0.0.1:${ports[$((i + 3))]}" --routes "$routes" \
+    -l "$tmp/n$i.log" &
+  nats_pid[$i]=$!
+done
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], ""))' "$1" "$2" 2>/dev/null; }
+# The cluster is ready once a stream of its own gets a leader.
+ready=""
+for _ in $(seq 100); do
+  out=$("$probe" --servers "$servers" --stream READY state 2>&1)
+  [ -n "$(field "$out" leader)" ] && { ready=$out; break; }
+  sleep 0.2
+done
+[ -n "$ready" ] && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$out"; finish; exit; }
+
+start_node() {  # name
+  local n=$1
+  mkdir -p "$tmp/$n"
+  cat >"$tmp/$n/shingled.conf" <<EOF
+bind_socket = "127.0.0.1:${udp_port[$n]}";
+counters_bind_socket = [];
+ratelimit_service_bind_socket = [];
+workers = 2;
+hashfile = "$tmp/$n/db";
+control_socket = "$tmp/$n/ctl.sock";
+cluster {
+  servers = "$servers";
+  node = "$n";
+}
+EOF
+  "$shingled" --config "$tmp/$n/shingled.conf" >>"$tmp/$n/daemon.log" 2>&1 &
+  node_pid[$n]=$!
+  for _ in $(seq 300); do
+    "$ctl" --socket "$tmp/$n/ctl.sock" ping >/dev/null 2>&1 && return 0
+    kill -0 "${node_pid[$n]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  tail -5 "$tmp/$n/daemon.log"
+  return 1
+}
+applied() {  # name: updates the node applied from the stream, all workers
+  "$ctl" --socket "$tmp/$1/ctl.sock" stats --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"].get("cluster_applied", -1))'
+}
+until_applied() {  # name count: waits up to 10 s for the node to have applied count updates
+  for _ in $(seq 200); do
+    [ "$(applied "$1")" -ge "$2" ] 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+verdict() {  # json: "wrong W lost L answered A"
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["wrong"], d["lost"], d["answered"])' "$1" 2>/dev/null
+}
+
+for n in a b; do
+  start_node "$n" >"$tmp/start.out" && pass "node_${n}_started" || fail "node_${n}_started" "$(cat "$tmp/start.out")"
+done
+
+out=$("$load" write 2000 --server "127.0.0.1:${udp_port[a]}" --json -q 2>&1)
+read -r wrong lost answered <<<"$(verdict "$out")"
+[ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 2000 ] &&
+  pass "writes_to_node_a_all_acknowledged (2000)" || fail writes_to_node_a_all_acknowledged "${out:0:400}"
+
+until_applied b 2000 && until_applied a 2000
+for n in b a; do
+  out=$("$load" check --stored 2000 --count 6000 --server "127.0.0.1:${udp_port[$n]}" --json -q 2>&1)
+  read -r wrong lost answered <<<"$(verdict "$out")"
+  [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 6000 ] &&
+    pass "node_${n}_answers_every_check_right (6000; applied $(applied "$n"))" ||
+    fail "node_${n}_answers_every_check_right" "applied $(applied "$n"): ${out:0:400}"
+done
+
+out=$("$load" delete 500 --server "127.0.0.1:${udp_port[b]}" --json -q 2>&1)
+read -r wrong lost answered <<<"$(verdict "$out")"
+[ "$wrong" = 0 ] && [ "$lost" = 0 ] && pass "deletes_to_node_b_acknowledged (500)" ||
+  fail deletes_to_node_b_acknowledged "${out:0:400}"
+until_applied a 2500
+out=$("$load" check --first 500 --stored 1500 --count 4000 --server "127.0.0.1:${udp_port[a]}" --json -q 2>&1)
+read -r wrong lost answered <<<"$(verdict "$out")"
+[ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 4000 ] &&
+  pass "node_a_answers_as_if_deleted_there (applied $(applied a))" || fail node_a_answers_as_if_deleted_there "${out:0:400}"
+
+start_node c >"$tmp/start.out" && pass "node_c_started_empty" || fail node_c_started_empty "$(cat "$tmp/start.out")"
+until_applied c 2500
+out=$("$load" check --first 500 --stored 1500 --count 4000 --server "127.0.0.1:${udp_port[c]}" --json -q 2>&1)
+read -r wrong lost answered <<<"$(verdict "$out")"
+[ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 4000 ] &&
+  pass "a_new_empty_node_reads_the_whole_stream (applied $(applied c))" ||
+  fail a_new_empty_node_reads_the_whole_stream "applied $(applied c): ${out:0:400}"
+
+finish
