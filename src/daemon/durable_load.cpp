@@ -99,6 +99,34 @@ bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
   return true;
 }
 
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
+                            std::string& error) {
+  applied.assign(shards, 0);
+  uint64_t bad = 0;
+  const bool ok = env.for_each(
+      RecordType::cluster,
+      [&](std::string_view key, std::string_view value) {
+        if (key == "digest_seed") return true;  // the shard placement's (keep_shard_placement)
+        uint32_t shard;
+        if (!BlobPending::slot_of(key, shard) || shard >= shards || value.size() != 8) {
+          ++bad;
+          return true;
+        }
+        uint64_t seq = 0;
+        for (int i = 7; i >= 0; --i) seq = seq << 8 | uint8_t(value[size_t(i)]);
+        applied[shard] = seq;
+        return true;
+      },
+      error);
+  if (!ok) return false;
+  if (bad != 0) {
+    error = std::to_string(bad) + " cluster position record(s) do not fit " + std::to_string(shards) +
+            " shards: this database was not written by a node of this cluster's shape";
+    return false;
+  }
+  return true;
+}
+
 bool load_bucket_secret(LmdbEnvironment& env, BucketKeySecret& secret, std::string& error) {
   bool found = false;
   const std::string from(kBucketSecretKey), to = from + '\0';

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "persist/lmdb_environment.h"
@@ -30,6 +31,11 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
 // The per-network limit's buckets as the last sync saved them (the workers
 // keep those still alive); every saved record is deleted or rewritten at
 // the first sync.
+// In a cluster: each fuzzy shard's last applied stream sequence (0: none),
+// as the last sync stored it with the records. False, with the reason, for
+// records that do not fit `shards`.
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
+                            std::string& error);
 bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
                           std::vector<SavedNetworkBucket>& out, std::string& error);
 

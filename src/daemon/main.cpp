@@ -282,8 +282,7 @@ int take_signals() {
 }
 
 // The fuzzy store, sized by max_hashes or max_memory.
-std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config) {
-  StoreOptions so;
+std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config, StoreOptions so) {
   so.max_hashes = config.max_hashes;
   if (config.max_memory != 0) {
     so.max_hashes = FuzzyStore::hashes_for_memory(config.max_memory);
@@ -458,6 +457,37 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
   return synced ? 0 : 1;
 }
 
+// In a cluster each shard's stream position is stored, so a digest must
+// fall in the same shard at every start: the digest hash's seed (random at
+// each start on a single node) is kept in the database, drawn and stored
+// durably at the first start.
+bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error) {
+  constexpr std::string_view kSeedKey = "digest_seed";
+  bool found = false;
+  const std::string to = std::string(kSeedKey) + '\0';
+  if (!env.for_each_in_range(
+          RecordType::cluster, kSeedKey, to,
+          [&](std::string_view, std::string_view value) {
+            if (value.size() != 8) return true;
+            uint64_t seed = 0;
+            for (int i = 7; i >= 0; --i) seed = seed << 8 | uint8_t(value[size_t(i)]);
+            secrets.digest_seed = seed;
+            found = true;
+            return false;
+          },
+          error)) {
+    return false;
+  }
+  if (found) return true;
+  std::string v(8, '\0');
+  for (int i = 0; i < 8; ++i) v[size_t(i)] = char(secrets.digest_seed >> (8 * i));
+  Change c{};
+  c.type = RecordType::cluster;
+  c.key = kSeedKey;
+  c.value = v;
+  return env.apply(&c, 1, env.last_sync(), error);
+}
+
 // The cluster's replicator (docs/cluster.md): every fuzzy WRITE and DEL
 // goes through the stream, and each record goes to the worker that owns its
 // digest's shard. Each shard's applied sequence is not kept yet, so a node
@@ -465,7 +495,19 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
 // empty database reads the whole stream.
 std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engine& engine,
                                                       const std::atomic<bool>& workers_up,
-                                                      std::string& error) {
+                                                      LmdbEnvironment& env, std::string& error) {
+  std::vector<uint64_t> positions;
+  if (!load_cluster_positions(env, engine.store().shard_count(), positions, error)) return nullptr;
+  uint64_t lowest = UINT64_MAX, highest = 0;
+  for (const uint64_t p : positions) {
+    lowest = std::min(lowest, p);
+    highest = std::max(highest, p);
+  }
+  engine.set_cluster_positions(positions);
+  if (highest != 0) {
+    LOG_INFO("cluster: stream positions of %zu shards loaded: %llu to %llu", positions.size(),
+             (unsigned long long)lowest, (unsigned long long)highest);
+  }
   cluster::ReplicatorOptions o;
   o.log.servers = config.cluster.servers;
   o.log.client_name = "shingled " + config.cluster.node;
@@ -475,8 +517,11 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.log.replicas = config.cluster.replicas;
   o.node = config.cluster.node;
   o.workers = engine.worker_count();
+  // Where this node stopped: each shard's owner skips what it had, so the
+  // read starts at the least advanced shard. A database with hashes but no
+  // positions was a single node's: it joins at the stream's end.
   const bool empty = engine.store().stored_hashes() == 0;
-  o.read_from = empty ? 1 : 0;
+  o.read_from = highest != 0 ? lowest + 1 : empty ? 1 : 0;
   o.owner_of = [&engine](const cluster::ReplicatedUpdate& u) {
     return engine.shards().owner_of(engine.service().shard_of_update(u.request));
   };
@@ -490,11 +535,14 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
     error = "cluster: " + error;
     return nullptr;
   }
+  const std::string from = highest != 0 ? std::to_string(lowest + 1) + " (where this node stopped)"
+                           : empty       ? std::string("1 (an empty database)")
+                                         : std::string("the stream's end");
   LOG_INFO("cluster: node %s on stream %s (R%d), applying from sequence %s", config.cluster.node.c_str(),
-           config.cluster.stream.c_str(), config.cluster.replicas, empty ? "1 (an empty database)" : "the stream's end");
-  if (!empty) {
-    LOG_WARN("cluster: applied sequences are not kept yet: updates published while this node was down "
-             "are not applied here (docs/cluster.md)");
+           config.cluster.stream.c_str(), config.cluster.replicas, from.c_str());
+  if (highest == 0 && !empty) {
+    LOG_WARN("cluster: this database holds hashes but no stream position (a single node's): it joins at the "
+             "stream's end, and earlier updates of the cluster are not applied here");
   }
   return replicator;
 }
@@ -520,8 +568,6 @@ int run(int argc, char** argv) {
   const int sig_fd = take_signals();
   ServiceManager manager;
 
-  std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config);
-  if (store == nullptr) return 1;
   // A control_socket that names some other file is a config error, found
   // before the database is even opened (open() checks again when it binds).
   std::string error;
@@ -532,6 +578,10 @@ int run(int argc, char** argv) {
   ensure_parent_dir(config.hashfile);
   if (!env.open(config.hashfile, kInitialMapBytes, error)) return fail_with(error);
   env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
+  StoreOptions so;
+  if (config.cluster.enabled && !keep_shard_placement(env, so.secrets, error)) return fail_with(error);
+  std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config, so);
+  if (store == nullptr) return 1;
   std::unique_ptr<CounterStore> counters;
   if (!allocate_counter_store(config, counters)) return 1;
   PendingChanges first_sync;
@@ -559,7 +609,7 @@ int run(int argc, char** argv) {
   std::atomic<bool> workers_up{false};
   std::unique_ptr<cluster::Replicator> replicator;
   if (config.cluster.enabled) {
-    replicator = start_replicator(config, engine, workers_up, error);
+    replicator = start_replicator(config, engine, workers_up, env, error);
     if (!replicator) return fail_with(error);
     engine.set_replicator(replicator.get());
   }

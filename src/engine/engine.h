@@ -58,6 +58,10 @@ class Engine {
   // WRITE and DEL (docs/cluster.md); null (the default): a single node.
   void set_replicator(cluster::Replicator* replicator) { replicator_ = replicator; }
   cluster::Replicator* replicator() const { return replicator_; }
+  // Before start(), in a cluster: each fuzzy shard's last applied stream
+  // sequence, as loaded; its owner skips records at or below it.
+  void set_cluster_positions(std::vector<uint64_t> p) { cluster_positions_ = std::move(p); }
+  const std::vector<uint64_t>& cluster_positions() const { return cluster_positions_; }
   // Asks every worker to stop and waits up to `limit` for them. Returns the
   // workers still running then (a stuck worker): they are left running, so
   // the engine must not be destroyed; the caller syncs what the others
@@ -118,6 +122,7 @@ class Engine {
   const MapLoader* maps_ = nullptr;
   std::vector<SavedNetworkBucket> saved_buckets_;
   cluster::Replicator* replicator_ = nullptr;
+  std::vector<uint64_t> cluster_positions_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;

@@ -25,7 +25,8 @@ constexpr size_t kExpirePassTicks = 10'000;
 }  // namespace
 
 FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link,
-                           const std::vector<SavedNetworkBucket>& saved)
+                           const std::vector<SavedNetworkBucket>& saved,
+                           const std::vector<uint64_t>& positions)
     : service_(service),
       id_(service_id),
       link_(link),
@@ -36,6 +37,8 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
   if (link.cluster != nullptr) {
     held_.resize(link.cluster->lane_capacity());
     for (size_t t = held_.size(); t-- > 0;) free_held_.push_back(uint32_t(t));
+    applied_.assign(service.store().shard_count(), 0);
+    for (size_t sh = 0; sh < positions.size() && sh < applied_.size(); ++sh) applied_[sh] = positions[sh];
   }
   if (const NetworkLimitSettings* limit = service.limit()) {
     NetworkLimitSettings mine = *limit;
@@ -175,10 +178,22 @@ bool FuzzyHandler::poll(const LoopClock& now) {
   cluster::ReplicatedUpdate u;
   for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_apply(link_.self, sequence, u); ++k) {
     any = true;
-    if (u.kind == cluster::UpdateKind::refresh) continue;  // not proposed yet (docs/cluster.md)
-    const uint32_t at = uint32_t(std::min<uint64_t>(u.accept_time, UINT32_MAX));
-    if (!service_.apply_replicated(u.request, at, link_.ctx, link_.index)) stats_.cluster_apply_full.add();
-    stats_.cluster_applied.add();
+    const unsigned shard = service_.shard_of_update(u.request);
+    if (sequence <= applied_[shard]) continue;  // this shard had it before the restart
+    applied_[shard] = sequence;
+    // The record's changes and the shard's new position in one chunk, the
+    // position last: a sync holds both or neither (see applied_).
+    if (link_.feed != nullptr) link_.feed->keep_together(kChangesPerApply);
+    if (u.kind != cluster::UpdateKind::refresh) {  // refreshes are not proposed yet (docs/cluster.md)
+      const uint32_t at = uint32_t(std::min<uint64_t>(u.accept_time, UINT32_MAX));
+      if (!service_.apply_replicated(u.request, at, link_.ctx, link_.index)) stats_.cluster_apply_full.add();
+      stats_.cluster_applied.add();
+    }
+    if (link_.feed != nullptr) {
+      std::string v(8, '\0');
+      for (int i = 0; i < 8; ++i) v[size_t(i)] = char(sequence >> (8 * i));
+      link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
+    }
   }
   return any;
 }

@@ -30,8 +30,10 @@ class FuzzyHandler final : public ServiceHandler {
  public:
   // `saved`: the per-network buckets of the last sync; this worker restores
   // those of the networks it owns.
+  // `positions`, in a cluster: each shard's last applied stream sequence.
   FuzzyHandler(FuzzyService& service, uint8_t service_id, const WorkerLink& link,
-               const std::vector<SavedNetworkBucket>& saved = {});
+               const std::vector<SavedNetworkBucket>& saved = {},
+               const std::vector<uint64_t>& positions = {});
 
   void accept(const RxPacket& p, const LoopClock& now) override;
   void end_burst(const LoopClock& now) override;
@@ -103,6 +105,14 @@ class FuzzyHandler final : public ServiceHandler {
   uint64_t limits_reported_ = 0;  // the sync epoch the buckets were last handed over for
   std::vector<Update> held_;           // in a cluster: proposed updates by token, awaiting outcomes
   std::vector<uint32_t> free_held_;    // tokens free for the next proposal
+  // In a cluster, per shard (this worker's only are used): the last stream
+  // sequence applied. Each applied record's changes go to the feed in one
+  // chunk with its shard's new position after them, so a sync holds a
+  // record with the position that covers it, or neither: after a crash
+  // nothing is applied twice or missed.
+  std::vector<uint64_t> applied_;
+  // Feed changes one applied record makes, at most, with its position.
+  static constexpr size_t kChangesPerApply = 8;
 };
 
 }  // namespace shingled

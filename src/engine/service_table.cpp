@@ -16,7 +16,8 @@ const std::vector<ServiceRow>& service_rows() {
   static const std::vector<ServiceRow> rows = {
       {"fuzzy", [](const Engine& e) -> Listeners { return &e.config().bind_sockets; },
        [](Engine& e, uint8_t id, const WorkerLink& link) -> Handler {
-         return std::make_unique<FuzzyHandler>(e.service(), id, link, e.saved_network_buckets());
+         return std::make_unique<FuzzyHandler>(e.service(), id, link, e.saved_network_buckets(),
+                                               e.cluster_positions());
        }},
       {"counters",
        [](const Engine& e) -> Listeners {

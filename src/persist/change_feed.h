@@ -83,6 +83,13 @@ class ChangeFeed final : public FuzzyChangeSink, public CounterChangeSink, publi
   void commit_bucket() override { commit(); }
   // A record rewritten whole (BlobChange): `bytes` is handed over.
   void push_blob(uint8_t type, uint32_t slot, std::string&& bytes);
+  // The next `n` changes (at most a chunk) go into one chunk: the current
+  // one is handed over first when it has less room. The persistence thread
+  // takes whole chunks, so a sync then holds all of them or none (a
+  // cluster's applied record with its shard's stream position).
+  void keep_together(size_t n) {
+    if (current_ != nullptr && ChangeChunk::kCapacity - current_->count < n) push_current();
+  }
   bool backed_up() const override {
     const uint64_t in_flight = pushed_ - recycled_.load(std::memory_order_acquire);
     return in_flight >= kMaxChunksInFlight ||

@@ -29,7 +29,7 @@ namespace {
 constexpr const char* kMetaDb = "meta";
 constexpr std::string_view kSchemaKey = "schema_version";
 constexpr std::string_view kLastSyncKey = "last_sync";
-constexpr unsigned kMaxDbs = 8;           // meta + four record types, room to spare
+constexpr unsigned kMaxDbs = 8;           // meta + five record types, room to spare
 constexpr int kMaxApplyAttempts = 64;     // map doublings before giving up
 constexpr size_t kMinMapSize = size_t(1) << 20;
 
@@ -69,7 +69,7 @@ std::string mdb_fail(const std::string& path, const std::string& what, int rc) {
 
 bool valid_type(RecordType type) {
   auto v = static_cast<unsigned>(type);
-  return v >= 1 && v <= 4;
+  return v >= 1 && v <= kRecordTypes;
 }
 
 void put_le(uint8_t* p, uint64_t v, int bytes) {
@@ -110,6 +110,7 @@ const char* record_type_name(RecordType type) {
     case RecordType::ratelimit: return "ratelimit";
     case RecordType::counters: return "counters";
     case RecordType::fuzzy_limits: return "fuzzy_limits";
+    case RecordType::cluster: return "cluster";
   }
   return "?";
 }
@@ -316,11 +317,12 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
     }
   }
 
-  for (unsigned t = 1; t <= 4; ++t) {
+  for (unsigned t = 1; t <= kRecordTypes; ++t) {
     const char* name = record_type_name(static_cast<RecordType>(t));
     rc = mdb_dbi_open(txn.txn, name, read_only ? 0 : MDB_CREATE, &type_dbi_[t]);
     type_present_[t] = rc == 0;
-    if (rc == MDB_NOTFOUND && read_only && t == 4) continue;  // written before buckets were kept
+    // Written before buckets (4) or cluster positions (5) were kept.
+    if (rc == MDB_NOTFOUND && read_only && t >= 4) continue;
     if (rc != 0) {
       error = mdb_fail(path_, std::string("opening the ") + name + " database", rc);
       return false;
@@ -360,7 +362,7 @@ bool LmdbEnvironment::apply_once(const Change* changes, const std::vector<size_t
   // One cursor per database, kept across the sorted changes: LMDB then
   // finds most keys on the leaf page it is already on instead of descending
   // from the root for every put (mdb_put opens a fresh cursor each call).
-  MDB_cursor* cursors[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  MDB_cursor* cursors[kRecordTypes + 1] = {};
   std::string merged;
   for (size_t j = 0; j < n; ++j) {
     const size_t i = order[j];

@@ -18,10 +18,13 @@ namespace shingled {
 // numbers are stable (they may appear in logs and tools), the names are the
 // database names inside the environment.
 // fuzzy_limits: the per-network limit's buckets, one record per worker
-// (a snapshot written at each sync).
-enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3, fuzzy_limits = 4 };
+// (a snapshot written at each sync). cluster: in a cluster, each fuzzy
+// shard's last applied stream sequence (key: the shard, 4 bytes big-endian;
+// value: 8 bytes little-endian), synced with the records it produced.
+enum class RecordType : uint8_t { fuzzy = 1, ratelimit = 2, counters = 3, fuzzy_limits = 4, cluster = 5 };
+inline constexpr unsigned kRecordTypes = 5;
 
-// "fuzzy", "ratelimit", "counters", "fuzzy_limits"; "?" for a value outside the enum.
+// "fuzzy", "ratelimit", "counters", "fuzzy_limits", "cluster"; "?" for a value outside the enum.
 const char* record_type_name(RecordType type);
 
 // One record changed since the last sync. erase = true deletes key (value is
@@ -143,11 +146,11 @@ class LmdbEnvironment {
   ::MDB_env* env_ = nullptr;
   std::string path_;
   unsigned int meta_dbi_ = 0;  // MDB_dbi
-  unsigned int type_dbi_[5] = {0, 0, 0, 0, 0};  // indexed by RecordType value
+  unsigned int type_dbi_[kRecordTypes + 1] = {};  // indexed by RecordType value
   // Whether the type's database exists: a database written before a type
   // was added, opened read-only, has none of it (and reads as empty).
-  bool type_present_[5] = {false, false, false, false, false};
-  ValueMerger mergers_[5];                      // indexed by RecordType value
+  bool type_present_[kRecordTypes + 1] = {};
+  ValueMerger mergers_[kRecordTypes + 1];       // indexed by RecordType value
   Access access_ = Access::read_write;
   int lock_fd_ = -1;                         // the writer lock, read_write only
 };

@@ -114,6 +114,28 @@ TEST(PendingChanges, approx_bytes_follow_the_distinct_records_and_their_values) 
   EXPECT_EQ(older.approx_bytes(), 0u);
 }
 
+// A cluster node's applied record and its shard's stream position must
+// reach a sync together (fuzzy_handler.h): keep_together hands the current
+// chunk over when the group would not fit, so the group is never split.
+TEST(ChangeFeed, changes_kept_together_never_straddle_two_chunks) {
+  ChangeFeed feed;
+  for (int i = 0; i < 60; ++i) feed.push_blob(5, uint32_t(i), "x");
+  feed.keep_together(8);  // 4 slots left: the 60 go first, alone
+  for (int i = 0; i < 8; ++i) feed.push_blob(5, uint32_t(100 + i), "y");
+  feed.keep_together(8);  // room enough: nothing is handed over
+  for (int i = 0; i < 8; ++i) feed.push_blob(5, uint32_t(200 + i), "z");
+  feed.flush(false);
+  std::vector<ChangeChunk*> chunks = take_all(feed);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]->count, 60u);
+  EXPECT_EQ(chunks[1]->count, 16u);
+  EXPECT_EQ(chunks[1]->changes[0].blob.slot, 100u);
+  for (ChangeChunk* c : chunks) {
+    for (uint32_t k = 0; k < c->count; ++k) delete c->changes[k].blob.bytes;
+    feed.recycle(c);
+  }
+}
+
 TEST(ChangeFeed, listed_changes_wait_for_chunks_to_come_back_instead_of_allocating) {
   // A sync of 100k changed counters while the persistence thread takes
   // nothing: the worker reports only what keeps kListedChunksInFlight
