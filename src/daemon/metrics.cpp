@@ -98,6 +98,33 @@ const PersistMetric kPersistMetrics[] = {
     {"db_bytes", "persistence_database_bytes", "gauge", "bytes of data.mdb in use", 1},
 };
 
+const PersistMetric kClusterMetrics[] = {
+    {"proposed", "cluster_proposed_total", "counter", "updates this node's workers handed to the stream", 1},
+    {"stored", "cluster_stored_total", "counter", "of them, stored by JetStream (then answered)", 1},
+    {"given_up", "cluster_given_up_total", "counter", "of them, refused or not stored within the retry window", 1},
+    {"applied", "cluster_applied_total", "counter", "stream records applied here", 1},
+    {"malformed", "cluster_malformed_total", "counter", "stream records that did not decode (skipped)", 1},
+    {"last_applied", "cluster_last_applied_sequence", "gauge", "the stream sequence applied last", 1},
+    {"read_errors", "cluster_read_errors_total", "counter", "stream reads that failed (restarted)", 1},
+};
+
+// Each row of `rows` that `table` names, as its metric.
+template <size_t N>
+void emit_rows(Exposition& x, const std::string& prefix, const PersistMetric (&table)[N],
+               const std::vector<PersistRow>& rows) {
+  for (const PersistMetric& m : table) {
+    for (const PersistRow& r : rows) {
+      if (std::strcmp(r.name, m.row) != 0) continue;
+      x.family(prefix + m.name, m.type, m.help);
+      if (m.scale == 1) {
+        x.sample(prefix + m.name, "", r.value);
+      } else {
+        x.sample(prefix + m.name, "", double(r.value) * m.scale);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string render_metrics(const Engine& engine, const Persister* persister, double uptime,
@@ -225,20 +252,8 @@ std::string render_metrics(const Engine& engine, const Persister* persister, dou
     x.family(p + "map_reload_failures_total", "counter", "map reloads that failed (the old map kept)");
     x.sample(p + "map_reload_failures_total", "", maps->failures());
   }
-  if (persister != nullptr) {
-    const std::vector<PersistRow> rows = collect_persistence(engine, *persister);
-    for (const PersistMetric& m : kPersistMetrics) {
-      for (const PersistRow& r : rows) {
-        if (std::strcmp(r.name, m.row) != 0) continue;
-        x.family(p + m.name, m.type, m.help);
-        if (m.scale == 1) {
-          x.sample(p + m.name, "", r.value);
-        } else {
-          x.sample(p + m.name, "", double(r.value) * m.scale);
-        }
-      }
-    }
-  }
+  emit_rows(x, p, kClusterMetrics, collect_cluster(engine));
+  if (persister != nullptr) emit_rows(x, p, kPersistMetrics, collect_persistence(engine, *persister));
   return x.take();
 }
 

@@ -76,6 +76,8 @@ struct PersistRow {
 };
 
 std::vector<PersistRow> collect_persistence(const Engine& engine, const Persister& p);
+// The replicator's figures (docs/cluster.md); empty on a single node.
+std::vector<PersistRow> collect_cluster(const Engine& engine);
 
 // One slot of a per-reason (or per-family) counter array, summed over workers.
 template <size_t N>

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cluster/replicator.h"
 #include "common/clock.h"
 #include "daemon/stats_collect.h"
 #include "daemon/stats_history.h"
@@ -144,6 +145,18 @@ std::vector<NetRow> collect_net(const Engine& engine) {
 
 bool has_net_layer(const Engine& engine) { return engine.config().io == IoBackendKind::dpdk; }
 
+
+std::vector<PersistRow> collect_cluster(const Engine& engine) {
+  const cluster::Replicator* r = engine.replicator();
+  if (r == nullptr) return {};
+  const cluster::ReplicatorStats& s = r->stats();
+  return {
+      {"proposed", s.proposed.load()},         {"stored", s.stored.load()},
+      {"given_up", s.given_up.load()},         {"applied", s.applied.load()},
+      {"malformed", s.malformed.load()},       {"last_applied", s.last_applied.load()},
+      {"read_errors", s.read_errors.load()},
+  };
+}
 
 std::vector<PersistRow> collect_persistence(const Engine& engine, const Persister& p) {
   const PersisterStats& s = p.stats();
@@ -302,6 +315,13 @@ std::string render_stats_json(const Engine& engine, const Persister* persister, 
            static_cast<unsigned long long>(maps->failures()),
            static_cast<unsigned long long>(maps->unknown_key_ids()));
   }
+  if (const std::vector<PersistRow> c = collect_cluster(engine); !c.empty()) {
+    out += ",\"cluster\":{";
+    for (size_t i = 0; i < c.size(); ++i) {
+      append(out, "%s\"%s\":%llu", i ? "," : "", c[i].name, static_cast<unsigned long long>(c[i].value));
+    }
+    out += "}";
+  }
   if (persister != nullptr) {
     out += ",\"persistence\":{";
     const std::vector<PersistRow> p = collect_persistence(engine, *persister);
@@ -407,6 +427,10 @@ std::string render_stats_table(const Engine& engine, const Persister* persister,
            "map files that failed on reload or vanished (their last good content kept)");
     append(out, "%-30s %14llu  %s\n", "unknown_key_ids", static_cast<unsigned long long>(maps->unknown_key_ids()),
            "allow_update_keys ids that name no configured keypair");
+  }
+  if (const std::vector<PersistRow> c = collect_cluster(engine); !c.empty()) {
+    out += "\ncluster\n";
+    for (const PersistRow& r : c) append(out, "%-30s %14llu\n", r.name, static_cast<unsigned long long>(r.value));
   }
   if (persister != nullptr) {
     out += "\npersistence\n";

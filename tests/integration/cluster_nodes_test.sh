@@ -9,7 +9,8 @@
 #  - 500 DELs sent to node b take the records off node a as well;
 #  - a node started later with an empty database reads the whole stream and
 #    answers right too;
-#  - `shinglectl stats` shows the updates each node applied from the stream;
+#  - `shinglectl stats` shows what a node proposed, JetStream stored, and
+#    each node applied from the stream;
 #  - a node stopped while others take writes, and one killed with -9 after
 #    a sync, each apply exactly what they missed at restart (from their
 #    stored per-shard stream positions): nothing twice, nothing lost.
@@ -120,6 +121,12 @@ until_applied b 2000 && until_applied a 2000
 for n in b a; do
   expect_right "node_${n}_answers_every_check_right" "$n" 0 2000 6000
 done
+
+figures=$("$ctl" --socket "$tmp/a/ctl.sock" stats --json |
+  python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print(c["proposed"], c["stored"], c["given_up"], c["applied"], c["last_applied"])')
+[ "$figures" = "2000 2000 0 2000 2000" ] &&
+  pass "node_a_stats_proposed_stored_applied (proposed stored given_up applied last_applied: $figures)" ||
+  fail node_a_stats_proposed_stored_applied "$figures"
 
 out=$("$load" delete 500 --server "127.0.0.1:${udp_port[b]}" --json -q 2>&1)
 read -r wrong lost answered <<<"$(verdict "$out")"
