@@ -293,6 +293,43 @@ int JetStreamLog::read(const RecordFn& f, int max, int timeout_ms, std::string& 
   return n;
 }
 
+bool JetStreamLog::settle(const std::string& bucket, const std::string& key, const std::string& mine,
+                          std::string& settled, std::string& error) {
+  if (js_ == nullptr) {
+    error = "not open";
+    return false;
+  }
+  kvStore* kv = nullptr;
+  natsStatus s = js_KeyValue(&kv, js_, bucket.c_str());
+  if (s != NATS_OK) {
+    kvConfig cfg;
+    kvConfig_Init(&cfg);
+    cfg.Bucket = bucket.c_str();
+    cfg.Replicas = options_.replicas;
+    cfg.History = 1;
+    s = js_CreateKeyValue(&kv, js_, &cfg);
+    // Another node may have created it meanwhile.
+    if (s != NATS_OK) s = js_KeyValue(&kv, js_, bucket.c_str());
+  }
+  if (s != NATS_OK) {
+    error = "key-value bucket " + bucket + ": " + describe(s, 0);
+    return false;
+  }
+  uint64_t revision = 0;
+  // Create fails when the key exists: then the bucket's value is the one.
+  kvStore_Create(&revision, kv, key.c_str(), mine.data(), int(mine.size()));
+  kvEntry* entry = nullptr;
+  s = kvStore_Get(&entry, kv, key.c_str());
+  if (s == NATS_OK) {
+    settled.assign(static_cast<const char*>(kvEntry_Value(entry)), size_t(kvEntry_ValueLen(entry)));
+    kvEntry_Destroy(entry);
+  } else {
+    error = "key-value bucket " + bucket + ", key " + key + ": " + describe(s, 0);
+  }
+  kvStore_Destroy(kv);
+  return s == NATS_OK;
+}
+
 bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, std::string& error) {
   if (js_ == nullptr) {
     error = "not open";

@@ -84,6 +84,14 @@ class JetStreamLog {
   using RecordFn = std::function<void(uint64_t, const uint8_t*, size_t)>;
   int read(const RecordFn& f, int max, int timeout_ms, std::string& error);
 
+  // Settles `key` in the key-value bucket `bucket` (created with the
+  // stream's replication when missing): stores `mine` when nobody has, and
+  // says in `settled` what the bucket holds either way, so that every node
+  // compares its own with the first one's. False only when the bucket
+  // cannot be reached.
+  bool settle(const std::string& bucket, const std::string& key, const std::string& mine,
+              std::string& settled, std::string& error);
+
   // The stream's last sequence and its leader ("" while it has none).
   bool stream_state(uint64_t& last_sequence, std::string& leader, std::string& error);
 

@@ -36,6 +36,19 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   options_ = options;
   apply_ = std::move(apply);
   if (!log_.open(options_.log, error)) return false;
+  if (!options_.settings.empty()) {
+    std::string settled;
+    if (!log_.settle(options_.log.stream + "_SETTINGS", "settings", options_.settings, settled, error)) {
+      log_.close();
+      return false;
+    }
+    if (settled != options_.settings) {
+      error = "this node's settings (" + options_.settings + ") differ from the cluster's (" + settled +
+              "): every node needs the same, or one update is stored on one node and refused on another";
+      log_.close();
+      return false;
+    }
+  }
   if (options_.read_from == 0) {
     uint64_t last = 0;
     std::string leader;

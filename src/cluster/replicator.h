@@ -47,6 +47,10 @@ struct ReplicatorOptions {
   // Set both to hand records to the workers instead of to start()'s apply:
   // owner_of names the worker that applies a record (its digest's shard's
   // owner); wake(w) rouses worker w when its lane got something.
+  // What must be equal on every node (capacity, expiry, shards): the first
+  // node's is kept in the cluster's key-value bucket, and start() refuses a
+  // node whose own differs. Empty: not checked.
+  std::string settings;
   std::function<unsigned(const ReplicatedUpdate&)> owner_of;
   std::function<void(unsigned)> wake;
 };

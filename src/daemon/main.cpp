@@ -517,6 +517,9 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.log.replicas = config.cluster.replicas;
   o.node = config.cluster.node;
   o.workers = engine.worker_count();
+  o.settings = "max_hashes " + std::to_string(engine.store().capacity()) + ", expire " +
+               std::to_string(config.expire_seconds) + " s, " + std::to_string(engine.store().shard_count()) +
+               " shards";
   // Where this node stopped: each shard's owner skips what it had, so the
   // read starts at the least advanced shard. A database with hashes but no
   // positions was a single node's: it joins at the stream's end.

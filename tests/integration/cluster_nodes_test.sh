@@ -34,10 +34,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-read -r -a ports <<<"$(python3 "$here/free_ports.py" 9)"
+read -r -a ports <<<"$(python3 "$here/free_ports.py" 10)"
 routes="nats-route://127.0.0.1:${ports[3]},nats-route://127.0.0.1:${ports[4]},nats-route://127.0.0.1:${ports[5]}"
 servers="nats://127.0.0.1:${ports[0]},nats://127.0.0.1:${ports[1]},nats://127.0.0.1:${ports[2]}"
-declare -A udp_port=([a]=${ports[6]} [b]=${ports[7]} [c]=${ports[8]})
+declare -A udp_port=([a]=${ports[6]} [b]=${ports[7]} [c]=${ports[8]} [d]=${ports[9]})
 
 for i in 0 1 2; do
   mkdir -p "$tmp/n$i"
@@ -56,13 +56,14 @@ for _ in $(seq 100); do
 done
 [ -n "$ready" ] && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$out"; finish; exit; }
 
-start_node() {  # name
+start_node() {  # name [max_hashes]
   local n=$1
   mkdir -p "$tmp/$n"
   cat >"$tmp/$n/shingled.conf" <<EOF
 bind_socket = "127.0.0.1:${udp_port[$n]}";
 counters_bind_socket = [];
 ratelimit_service_bind_socket = [];
+max_hashes = ${2:-1000000};
 workers = 2;
 hashfile = "$tmp/$n/db";
 control_socket = "$tmp/$n/ctl.sock";
@@ -163,5 +164,16 @@ start_node a >"$tmp/start.out" && pass "node_a_restarted_after_kill_9 ($(grep -o
   fail node_a_restarted_after_kill_9 "$(cat "$tmp/start.out")"
 until_applied a 500
 expect_right node_a_replayed_exactly_after_kill_9 a 500 3000 6000
+
+# A node whose capacity differs from the cluster's is refused at start, with
+# both settings named: it would store updates the others refuse.
+start_node d 2000000 >"$tmp/start.out"
+wait "${node_pid[d]}" 2>/dev/null
+if grep -q "differ from the cluster's" "$tmp/d/daemon.log" && ! kill -0 "${node_pid[d]}" 2>/dev/null; then
+  pass "a_node_with_other_settings_is_refused ($(grep -o "this node's settings.*cluster's ([^)]*)" "$tmp/d/daemon.log" | head -1))"
+else
+  fail a_node_with_other_settings_is_refused "$(tail -3 "$tmp/d/daemon.log")"
+fi
+unset 'node_pid[d]'
 
 finish
