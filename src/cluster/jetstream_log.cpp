@@ -330,14 +330,17 @@ bool JetStreamLog::settle(const std::string& bucket, const std::string& key, con
   return s == NATS_OK;
 }
 
-bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, std::string& error) {
+bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, std::string& error, int wait_ms) {
   if (js_ == nullptr) {
     error = "not open";
     return false;
   }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  if (wait_ms > 0) jo.Wait = wait_ms;
   jsStreamInfo* si = nullptr;
   jsErrCode code = jsErrCode(0);
-  const natsStatus s = js_GetStreamInfo(&si, js_, options_.stream.c_str(), nullptr, &code);
+  const natsStatus s = js_GetStreamInfo(&si, js_, options_.stream.c_str(), wait_ms > 0 ? &jo : nullptr, &code);
   if (s != NATS_OK || si == nullptr) {
     error = "stream " + options_.stream + ": " + describe(s, code);
     return false;

@@ -93,7 +93,8 @@ class JetStreamLog {
               std::string& settled, std::string& error);
 
   // The stream's last sequence and its leader ("" while it has none).
-  bool stream_state(uint64_t& last_sequence, std::string& leader, std::string& error);
+  // `wait_ms`: how long to wait for the answer (0: the client's default).
+  bool stream_state(uint64_t& last_sequence, std::string& leader, std::string& error, int wait_ms = 0);
 
  private:
   struct Pending {

@@ -18,6 +18,9 @@ constexpr int kApplyBatch = 256;
 constexpr int kIdleWaitMs = 1;
 // After a failed read the consumer is recreated this much later.
 constexpr uint64_t kReadRetryMs = 500;
+// The stream's state is looked up this often, waiting this long at most.
+constexpr uint64_t kStatePeriodMs = 1000;
+constexpr int kStateWaitMs = 200;
 
 }  // namespace
 
@@ -151,7 +154,22 @@ void Replicator::run() {
     // and proposals are looked at again), rather than spinning.
     applied = apply_records(busy || applied ? 0 : kIdleWaitMs);
     wake_touched();
+    look_at_stream();
   }
+}
+
+// The stream's last sequence, for the lag in the figures: once a second,
+// waiting at most kStateWaitMs so that a cluster without a quorum does not
+// hold up publishing and applying.
+void Replicator::look_at_stream() {
+  const uint64_t now = monotonic_ms_now();
+  if (now < next_state_ms_) return;
+  next_state_ms_ = now + kStatePeriodMs;
+  uint64_t last = 0;
+  std::string leader, error;
+  const bool ok = log_.stream_state(last, leader, error, kStateWaitMs);
+  if (ok) stats_.stream_last.store(last, std::memory_order_relaxed);
+  stats_.stream_leader_known.store(ok && !leader.empty() ? 1 : 0, std::memory_order_relaxed);
 }
 
 // Publishes what the workers proposed, as far as the log takes more.

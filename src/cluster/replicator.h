@@ -69,6 +69,8 @@ struct ReplicatorStats {
   std::atomic<uint64_t> malformed{0};  // records that did not decode: skipped
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
   std::atomic<uint64_t> read_errors{0};   // reads that failed (and were restarted)
+  std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
+  std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a stream leader
 };
 
 class Replicator {
@@ -145,6 +147,8 @@ class Replicator {
   uint64_t next_id_ = 0;
   uint64_t read_next_ = 1;         // the sequence the next record should have
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
+  uint64_t next_state_ms_ = 0;     // when to look up the stream's state again
+  void look_at_stream();
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   ReplicatorStats stats_;

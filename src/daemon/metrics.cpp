@@ -106,6 +106,9 @@ const PersistMetric kClusterMetrics[] = {
     {"malformed", "cluster_malformed_total", "counter", "stream records that did not decode (skipped)", 1},
     {"last_applied", "cluster_last_applied_sequence", "gauge", "the stream sequence applied last", 1},
     {"read_errors", "cluster_read_errors_total", "counter", "stream reads that failed (restarted)", 1},
+    {"stream_last_sequence", "cluster_stream_last_sequence", "gauge", "the stream's last sequence (looked up each second)", 1},
+    {"lag", "cluster_lag_records", "gauge", "stream records not applied here yet", 1},
+    {"stream_leader", "cluster_stream_leader", "gauge", "1 when the stream has a leader (a quorum of NATS servers)", 1},
 };
 
 // Each row of `rows` that `table` names, as its metric.

@@ -155,6 +155,9 @@ std::vector<PersistRow> collect_cluster(const Engine& engine) {
       {"given_up", s.given_up.load()},         {"applied", s.applied.load()},
       {"malformed", s.malformed.load()},       {"last_applied", s.last_applied.load()},
       {"read_errors", s.read_errors.load()},
+      {"stream_last_sequence", s.stream_last.load()},
+      {"lag", s.stream_last.load() > s.last_applied.load() ? s.stream_last.load() - s.last_applied.load() : 0},
+      {"stream_leader", s.stream_leader_known.load()},
   };
 }
 

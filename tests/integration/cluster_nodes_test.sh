@@ -129,6 +129,12 @@ figures=$("$ctl" --socket "$tmp/a/ctl.sock" stats --json |
   pass "node_a_stats_proposed_stored_applied (proposed stored given_up applied last_applied: $figures)" ||
   fail node_a_stats_proposed_stored_applied "$figures"
 
+sleep 1.2  # the stream's state is looked up once a second
+figures=$("$ctl" --socket "$tmp/b/ctl.sock" stats --json |
+  python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print(c["stream_last_sequence"], c["lag"], c["stream_leader"])')
+[ "$figures" = "2000 0 1" ] && pass "node_b_stats_stream_and_lag (last sequence, lag, leader: $figures)" ||
+  fail node_b_stats_stream_and_lag "$figures"
+
 out=$("$load" delete 500 --server "127.0.0.1:${udp_port[b]}" --json -q 2>&1)
 read -r wrong lost answered <<<"$(verdict "$out")"
 [ "$wrong" = 0 ] && [ "$lost" = 0 ] && pass "deletes_to_node_b_acknowledged (500)" ||
