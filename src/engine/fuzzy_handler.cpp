@@ -169,10 +169,11 @@ bool FuzzyHandler::poll(const LoopClock& now) {
   uint8_t reply[kMaxReply];
   cluster::ProposalOutcome o;
   for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_outcome(link_.self, o); ++k) {
+    any = true;
+    if (o.token == kRefreshToken) continue;  // nobody waits for a refresh
     Update& h = held_[o.token];
     link_.replies.send(h.from, reply, service_.accepted_update_reply(h.request, h.seal, o.stored, link_.ctx, reply));
     free_held_.push_back(uint32_t(o.token));
-    any = true;
   }
   uint64_t sequence;
   cluster::ReplicatedUpdate u;
@@ -184,11 +185,19 @@ bool FuzzyHandler::poll(const LoopClock& now) {
     // The record's changes and the shard's new position in one chunk, the
     // position last: a sync holds both or neither (see applied_).
     if (link_.feed != nullptr) link_.feed->keep_together(kChangesPerApply);
-    if (u.kind != cluster::UpdateKind::refresh) {  // refreshes are not proposed yet (docs/cluster.md)
-      const uint32_t at = uint32_t(std::min<uint64_t>(u.accept_time, UINT32_MAX));
-      if (!service_.apply_replicated(u.request, at, link_.ctx, link_.index)) stats_.cluster_apply_full.add();
-      stats_.cluster_applied.add();
+    const uint32_t at = uint32_t(std::min<uint64_t>(u.accept_time, UINT32_MAX));
+    if (u.kind == cluster::UpdateKind::refresh) {
+      FuzzyStore& store = service_.store();
+      uint64_t head;
+      std::memcpy(&head, u.request.digest, sizeof head);
+      if (store.refresh(store.find_ref(store.digest_hash(u.request.digest), u.request.digest), head, at,
+                        link_.ctx.changes)) {
+        stats_.refreshes.add();
+      }
+    } else if (!service_.apply_replicated(u.request, at, link_.ctx, link_.index)) {
+      stats_.cluster_apply_full.add();
     }
+    stats_.cluster_applied.add();
     if (link_.feed != nullptr) {
       std::string v(8, '\0');
       for (int i = 0; i < 8; ++i) v[size_t(i)] = char(sequence >> (8 * i));
@@ -236,6 +245,17 @@ void FuzzyHandler::end_burst(const LoopClock& now) {
 }
 
 void FuzzyHandler::queue_refresh(const CheckResult& hit, uint32_t now) {
+  if (link_.cluster != nullptr) {
+    // In a cluster a refresh is a state change like a write: every node
+    // applies it from the stream, or replicas would expire the record at
+    // different times (docs/cluster.md). No client waits for it.
+    cluster::ReplicatedUpdate u;
+    u.kind = cluster::UpdateKind::refresh;
+    u.accept_time = now;
+    std::memcpy(u.request.digest, hit.record.digest, sizeof u.request.digest);
+    if (!link_.cluster->propose(link_.self, kRefreshToken, u)) stats_.refreshes_dropped.add();
+    return;
+  }
   uint64_t head;
   std::memcpy(&head, hit.record.digest, sizeof head);
   const unsigned owner = link_.shards.owner_of(service_.store().shard_of_ref(hit.ref));

@@ -14,7 +14,8 @@
 // applied where it arrives: it is proposed to the node's replicator, its
 // answer held until the stream has it (or refused then), and every record
 // of the stream comes back through poll() to the owner of its digest's
-// shard, which applies it with the accepting node's time.
+// shard, which applies it with the accepting node's time. Strong-hit
+// refreshes are proposed the same way, with no answer held.
 #pragma once
 
 #include <memory>
@@ -104,6 +105,7 @@ class FuzzyHandler final : public ServiceHandler {
   uint64_t last_full_log_ms_ = 0;
   uint64_t limits_reported_ = 0;  // the sync epoch the buckets were last handed over for
   std::vector<Update> held_;           // in a cluster: proposed updates by token, awaiting outcomes
+  static constexpr uint64_t kRefreshToken = ~uint64_t(0);  // a proposed refresh: no answer held
   std::vector<uint32_t> free_held_;    // tokens free for the next proposal
   // In a cluster, per shard (this worker's only are used): the last stream
   // sequence applied. Each applied record's changes go to the feed in one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two and then three shingled nodes replicating the fuzzy store through a
+# Shingled nodes (a, b, then c and d) replicating the fuzzy store through a
 # three-server NATS JetStream cluster (docs/cluster.md), all started here on
 # private loopback ports:
 #  - 2,000 WRITEs to node a are all acknowledged (after JetStream's ack);
@@ -13,7 +13,9 @@
 #    each node applied from the stream;
 #  - a node stopped while others take writes, and one killed with -9 after
 #    a sync, each apply exactly what they missed at restart (from their
-#    stored per-shard stream positions): nothing twice, nothing lost.
+#    stored per-shard stream positions): nothing twice, nothing lost;
+#  - a strong hit on one node refreshes the record on the others;
+#  - a node whose max_hashes differs from the cluster's is refused at start.
 # Usage: cluster_nodes_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,6 +66,7 @@ bind_socket = "127.0.0.1:${udp_port[$n]}";
 counters_bind_socket = [];
 ratelimit_service_bind_socket = [];
 max_hashes = ${2:-1000000};
+expire = 90s;
 workers = 2;
 hashfile = "$tmp/$n/db";
 control_socket = "$tmp/$n/ctl.sock";
@@ -170,6 +173,23 @@ start_node a >"$tmp/start.out" && pass "node_a_restarted_after_kill_9 ($(grep -o
   fail node_a_restarted_after_kill_9 "$(cat "$tmp/start.out")"
 until_applied a 500
 expect_right node_a_replayed_exactly_after_kill_9 a 500 3000 6000
+
+# A strong hit refreshes a record's life on every node: node c, which
+# accepted no write, proposes refreshes for hits on records older than
+# expire / 10 (9 s here), and node a applies them from the stream.
+out=$("$load" write 100 --first 5000 --server "127.0.0.1:${udp_port[a]}" --json -q 2>&1)
+until_applied c 2600
+sleep 9.5
+refreshes() {  # name: records refreshed there, all workers
+  "$ctl" --socket "$tmp/$1/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["refreshes"])'
+}
+before=$(refreshes a)
+expect_right hits_on_node_c_after_the_refresh_period c 5000 100 300
+for _ in $(seq 100); do [ "$(refreshes a)" -gt "$before" ] && break; sleep 0.05; done
+proposed_c=$("$ctl" --socket "$tmp/c/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["proposed"])')
+[ "$(refreshes a)" -gt "$before" ] && [ "$proposed_c" -gt 0 ] &&
+  pass "refreshes_of_hits_on_c_applied_on_a (a refreshed $before -> $(refreshes a); c proposed $proposed_c)" ||
+  fail refreshes_of_hits_on_c_applied_on_a "a refreshed $before -> $(refreshes a); c proposed $proposed_c"
 
 # A node whose capacity differs from the cluster's is refused at start, with
 # both settings named: it would store updates the others refuse.
