@@ -36,6 +36,10 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     error = "cluster: workers must be at least 1 and the ring size a power of two";
     return false;
   }
+  if (!apply && !options.owner_of) {
+    error = "cluster: records need somewhere to go (an apply function or owner_of)";
+    return false;
+  }
   options_ = options;
   apply_ = std::move(apply);
   if (!log_.open(options_.log, error)) return false;

@@ -11,10 +11,12 @@
 //    as the ring holds, refuses the proposal at once (the caller answers as
 //    for a full store).
 //  - applying: every record of the stream, from `read_from` on, is decoded
-//    and handed to `apply` with its sequence, on this thread, in stream
-//    order; the caller routes it to the worker that owns its digest. A
-//    record that does not decode is counted and skipped (a newer node's
-//    format, a foreign publisher), never applied.
+//    and, in stream order, either handed to `apply` on this thread (tests,
+//    tools) or put on the lane of the worker `owner_of` names, which takes
+//    it with next_apply() (the daemon: the owner of the digest's shard). A
+//    full lane makes reading wait, never drops or reorders. A record that
+//    does not decode is counted and skipped (a newer node's format, a
+//    foreign publisher), never applied.
 //
 // Message ids are the node's name, a number drawn at start and a counter,
 // so a publish retried across an election is stored once, and a restarted
