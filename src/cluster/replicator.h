@@ -101,10 +101,11 @@ class Replicator {
   bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
   // How many updates one worker may have in flight.
   size_t lane_capacity() const { return options_.ring_capacity; }
-  // Whether worker `w`'s lane holds outcomes or records (a hint).
-  bool lane_has_work(unsigned w) const {
-    return !lanes_[w]->outcomes.empty() || !lanes_[w]->applies.empty();
-  }
+  // Whether worker `w`'s lane holds outcomes, or records (hints).
+  bool lane_has_outcomes(unsigned w) const { return !lanes_[w]->outcomes.empty(); }
+  bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
+  // Worker `w`'s thread only: its proposals awaiting their outcome.
+  size_t in_flight(unsigned w) const { return lanes_[w]->in_flight; }
 
   const ReplicatorStats& stats() const { return stats_; }
 

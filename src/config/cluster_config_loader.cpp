@@ -8,7 +8,7 @@
 namespace shingled {
 namespace {
 
-bool fail(ClusterBlockError& error, int line, std::string reason) {
+bool fail(ConfigBlockError& error, int line, std::string reason) {
   error.line = line;
   error.reason = std::move(reason);
   return false;
@@ -42,7 +42,7 @@ bool valid_server_url(const std::string& s) {
 
 }  // namespace
 
-bool load_cluster_block(const UclNode& block, ClusterConfig& out, ClusterBlockError& error) {
+bool load_cluster_block(const UclNode& block, ClusterConfig& out, ConfigBlockError& error) {
   if (!block.is_object()) {
     return fail(error, block.line, "'cluster' must be a block: cluster { servers = [...]; node = \"...\"; }");
   }

@@ -7,17 +7,13 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/config_block_error.h"
 #include "config/ucl_parser.h"
 
 namespace shingled {
 
-struct ClusterBlockError {
-  int line = 0;
-  std::string reason;
-};
-
 // Fills `out` (which holds the defaults) from the block's members and
 // sets out.enabled.
-bool load_cluster_block(const UclNode& block, ClusterConfig& out, ClusterBlockError& error);
+bool load_cluster_block(const UclNode& block, ClusterConfig& out, ConfigBlockError& error);
 
 }  // namespace shingled

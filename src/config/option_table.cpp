@@ -294,13 +294,13 @@ bool apply_keypair(const UclNode& m, OptionParser& p) {
 }
 
 bool apply_cluster(const UclNode& m, OptionParser& p) {
-  ClusterBlockError block_error;
+  ConfigBlockError block_error;
   if (!load_cluster_block(m, p.config().cluster, block_error)) return p.fail(block_error.line, block_error.reason);
   return true;
 }
 
 bool apply_ratelimit(const UclNode& m, OptionParser& p) {
-  RatelimitBlockError block_error;
+  ConfigBlockError block_error;
   if (!load_ratelimit_block(m, p.config().ratelimit, block_error)) {
     return p.fail(block_error.line, block_error.reason);
   }

@@ -33,7 +33,7 @@ bool scan_number(std::string_view text, size_t& at, double& out) {
 
 class BlockLoader {
  public:
-  BlockLoader(RatelimitConfig& cfg, RatelimitBlockError& error) : cfg_(cfg), error_(error) {}
+  BlockLoader(RatelimitConfig& cfg, ConfigBlockError& error) : cfg_(cfg), error_(error) {}
 
   bool load(const UclNode& block) {
     if (!block.is_object()) {
@@ -261,13 +261,13 @@ class BlockLoader {
   }
 
   RatelimitConfig& cfg_;
-  RatelimitBlockError& error_;
+  ConfigBlockError& error_;
   std::map<std::string, int> seen_;
 };
 
 }  // namespace
 
-bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, RatelimitBlockError& error) {
+bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, ConfigBlockError& error) {
   return BlockLoader(out, error).load(block);
 }
 

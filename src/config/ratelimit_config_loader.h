@@ -10,17 +10,13 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "config/config_block_error.h"
 #include "config/ucl_parser.h"
 
 namespace shingled {
 
-struct RatelimitBlockError {
-  int line = 0;
-  std::string reason;
-};
-
 // Fills `out` (which holds the defaults) from the block's members.
-bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, RatelimitBlockError& error);
+bool load_ratelimit_block(const UclNode& block, RatelimitConfig& out, ConfigBlockError& error);
 
 // rspamd's rate strings, strictly: "<count>[k|m|g] / <period>[s|m|min|h|d]"
 // (count k/m/g = x1000/x10^6/x10^9; period m = minute, no unit = seconds;

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/cpu.h"
+#include "common/little_endian.h"
 #include "common/log.h"
 #include "daemon/load_reporter.h"
 #include "persist/bucket_record_codec.h"
@@ -99,6 +100,42 @@ bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
   return true;
 }
 
+namespace {
+// The cluster record that holds the digest hash's seed; every other cluster
+// record is a shard's stream position, keyed by the shard.
+constexpr std::string_view kDigestSeedKey = "digest_seed";
+
+std::string encode_le64(uint64_t v) {
+  std::string out(8, '\0');
+  store_le64(reinterpret_cast<uint8_t*>(out.data()), v);
+  return out;
+}
+uint64_t decode_le64(std::string_view v) { return load_le64(reinterpret_cast<const uint8_t*>(v.data())); }
+}  // namespace
+
+bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error) {
+  bool found = false;
+  const std::string to = std::string(kDigestSeedKey) + '\0';
+  if (!env.for_each_in_range(
+          RecordType::cluster, kDigestSeedKey, to,
+          [&](std::string_view, std::string_view value) {
+            if (value.size() != 8) return true;
+            secrets.digest_seed = decode_le64(value);
+            found = true;
+            return false;
+          },
+          error)) {
+    return false;
+  }
+  if (found) return true;
+  const std::string v = encode_le64(secrets.digest_seed);
+  Change c{};
+  c.type = RecordType::cluster;
+  c.key = kDigestSeedKey;
+  c.value = v;
+  return env.apply(&c, 1, env.last_sync(), error);
+}
+
 bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
                             std::string& error) {
   applied.assign(shards, 0);
@@ -106,15 +143,13 @@ bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<u
   const bool ok = env.for_each(
       RecordType::cluster,
       [&](std::string_view key, std::string_view value) {
-        if (key == "digest_seed") return true;  // the shard placement's (keep_shard_placement)
+        if (key == kDigestSeedKey) return true;
         uint32_t shard;
         if (!BlobPending::slot_of(key, shard) || shard >= shards || value.size() != 8) {
           ++bad;
           return true;
         }
-        uint64_t seq = 0;
-        for (int i = 7; i >= 0; --i) seq = seq << 8 | uint8_t(value[size_t(i)]);
-        applied[shard] = seq;
+        applied[shard] = decode_le64(value);
         return true;
       },
       error);

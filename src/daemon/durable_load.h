@@ -13,6 +13,7 @@
 #include "store/bucket_store.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
+#include "store/key_hash.h"
 #include "store/network_limiter.h"
 
 namespace shingled {
@@ -28,14 +29,21 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
                         CounterStore* counters, PendingChanges& first_sync, const LoadStatus& status,
                         std::string& error);
 
-// The per-network limit's buckets as the last sync saved them (the workers
-// keep those still alive); every saved record is deleted or rewritten at
-// the first sync.
 // In a cluster: each fuzzy shard's last applied stream sequence (0: none),
-// as the last sync stored it with the records. False, with the reason, for
+// as the last sync stored it with the records (8 bytes, little-endian, keyed
+// by the shard: FuzzyHandler::poll writes them). False, with the reason, for
 // records that do not fit `shards`.
 bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
                             std::string& error);
+// In a cluster each shard's stream position is stored, so a digest must
+// fall in the same shard at every start: the digest hash's seed (random at
+// each start on a single node) is kept in the database, drawn and stored
+// durably at the first start, and read back into `secrets` at every other.
+bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error);
+
+// The per-network limit's buckets as the last sync saved them (the workers
+// keep those still alive); every saved record is deleted or rewritten at
+// the first sync.
 bool load_network_buckets(LmdbEnvironment& env, PendingChanges& first_sync,
                           std::vector<SavedNetworkBucket>& out, std::string& error);
 

@@ -457,37 +457,6 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
   return synced ? 0 : 1;
 }
 
-// In a cluster each shard's stream position is stored, so a digest must
-// fall in the same shard at every start: the digest hash's seed (random at
-// each start on a single node) is kept in the database, drawn and stored
-// durably at the first start.
-bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error) {
-  constexpr std::string_view kSeedKey = "digest_seed";
-  bool found = false;
-  const std::string to = std::string(kSeedKey) + '\0';
-  if (!env.for_each_in_range(
-          RecordType::cluster, kSeedKey, to,
-          [&](std::string_view, std::string_view value) {
-            if (value.size() != 8) return true;
-            uint64_t seed = 0;
-            for (int i = 7; i >= 0; --i) seed = seed << 8 | uint8_t(value[size_t(i)]);
-            secrets.digest_seed = seed;
-            found = true;
-            return false;
-          },
-          error)) {
-    return false;
-  }
-  if (found) return true;
-  std::string v(8, '\0');
-  for (int i = 0; i < 8; ++i) v[size_t(i)] = char(secrets.digest_seed >> (8 * i));
-  Change c{};
-  c.type = RecordType::cluster;
-  c.key = kSeedKey;
-  c.value = v;
-  return env.apply(&c, 1, env.last_sync(), error);
-}
-
 // The cluster's replicator (docs/cluster.md): every fuzzy WRITE and DEL
 // goes through the stream, and each record goes to the worker that owns its
 // digest's shard. Each shard's applied sequence is not kept yet, so a node

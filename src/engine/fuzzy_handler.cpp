@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/little_endian.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "engine/outbox.h"
@@ -144,6 +145,14 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
 
 void FuzzyHandler::propose_update(const RxPacket& p, const ReplySeal& seal, const fuzzy::Request& req,
                                   const LoopClock& now) {
+  uint8_t reply[kMaxReply];
+  if (persistence_behind()) {
+    // As on a single node (FuzzyService::apply_update): refused, so the
+    // records this node must apply wait in the stream, not in memory.
+    stats_.write_deferred.add();
+    link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
+    return;
+  }
   cluster::ReplicatedUpdate u;
   u.kind = req.cmd == fuzzy::kDel ? cluster::UpdateKind::del : cluster::UpdateKind::write;
   u.accept_time = now.unix_seconds;
@@ -158,7 +167,6 @@ void FuzzyHandler::propose_update(const RxPacket& p, const ReplySeal& seal, cons
     return;
   }
   stats_.cluster_refused.add();  // the client may retry; the stream is behind
-  uint8_t reply[kMaxReply];
   link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
 }
 
@@ -175,6 +183,9 @@ bool FuzzyHandler::poll(const LoopClock& now) {
     link_.replies.send(h.from, reply, service_.accepted_update_reply(h.request, h.seal, o.stored, link_.ctx, reply));
     free_held_.push_back(uint32_t(o.token));
   }
+  // While persistence is behind, records stay in the lane; when it is full
+  // the replicator's reading waits, and the stream keeps the rest.
+  if (persistence_behind()) return any;
   uint64_t sequence;
   cluster::ReplicatedUpdate u;
   for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_apply(link_.self, sequence, u); ++k) {
@@ -200,7 +211,7 @@ bool FuzzyHandler::poll(const LoopClock& now) {
     stats_.cluster_applied.add();
     if (link_.feed != nullptr) {
       std::string v(8, '\0');
-      for (int i = 0; i < 8; ++i) v[size_t(i)] = char(sequence >> (8 * i));
+      store_le64(reinterpret_cast<uint8_t*>(v.data()), sequence);
       link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
     }
   }
@@ -208,7 +219,13 @@ bool FuzzyHandler::poll(const LoopClock& now) {
 }
 
 bool FuzzyHandler::has_work() const {
-  return link_.cluster != nullptr && link_.cluster->lane_has_work(link_.self);
+  if (link_.cluster == nullptr) return false;
+  return link_.cluster->lane_has_outcomes(link_.self) ||
+         (link_.cluster->lane_has_records(link_.self) && !persistence_behind());
+}
+
+bool FuzzyHandler::persistence_behind() const {
+  return link_.ctx.changes != nullptr && link_.ctx.changes->backed_up();
 }
 
 bool FuzzyHandler::forward(unsigned owner, Kind kind, const RxPacket& p, const ReplySeal& seal,
@@ -253,7 +270,10 @@ void FuzzyHandler::queue_refresh(const CheckResult& hit, uint32_t now) {
     u.kind = cluster::UpdateKind::refresh;
     u.accept_time = now;
     std::memcpy(u.request.digest, hit.record.digest, sizeof u.request.digest);
-    if (!link_.cluster->propose(link_.self, kRefreshToken, u)) stats_.refreshes_dropped.add();
+    // Refreshes may take half of the lane at most: a storm of hits on old
+    // records must not leave no room for the writes clients wait on.
+    const bool room = link_.cluster->in_flight(link_.self) < link_.cluster->lane_capacity() / 2;
+    if (!room || !link_.cluster->propose(link_.self, kRefreshToken, u)) stats_.refreshes_dropped.add();
     return;
   }
   uint64_t head;

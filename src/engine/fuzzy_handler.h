@@ -84,9 +84,13 @@ class FuzzyHandler final : public ServiceHandler {
   void send_refreshes(unsigned owner);
   // In a cluster: hands a WRITE or DEL to the replicator and holds its
   // answer until the outcome comes back (answered at once with 500 when
-  // this worker has as many in flight as it can hold).
+  // this worker has as many in flight as it can hold, or while its
+  // persistence is behind).
   void propose_update(const RxPacket& p, const ReplySeal& seal, const fuzzy::Request& req,
                       const LoopClock& now);
+  // This worker's change feed is backed up (sync_memory_limit reached while
+  // a commit runs): no new proposals, no records applied.
+  bool persistence_behind() const;
 
   FuzzyService& service_;
   const uint8_t id_;
