@@ -42,6 +42,10 @@ const char kUsage[] =
     "                         rspamd logs it): flags and values, when it was created,\n"
     "                         last written and expires, and whether it has shingles.\n"
     "                         Exit 1 when it is not stored. (--json: one JSON object)\n"
+    "  cluster status         a cluster node's view (docs/cluster.md): its NATS server,\n"
+    "                         whether it takes writes, the stream's leader and\n"
+    "                         replicas, and its lag in records and seconds\n"
+    "                         (--json: one JSON object). Exit 1 on a single node.\n"
     "  ping                   check that the daemon answers on its control socket\n"
     "  sync                   make the daemon write every change it has acknowledged\n"
     "                         to disk now, and wait until that sync has committed\n"
@@ -82,7 +86,7 @@ const char kUsage[] =
     "                         pubkey as the fuzzy_check rule's encryption_key\n"
     "\n"
     "Options:\n"
-    "  -s, --socket PATH      stats, ping, sync: the control socket\n"
+    "  -s, --socket PATH      stats, ping, sync, lookup, cluster: the control socket\n"
     "                         (default: data/shingled.sock, the daemon's default, or\n"
     "                         the packaged service's /var/lib/shingled/data/shingled.sock\n"
     "                         when ./data holds none)\n"
@@ -93,7 +97,7 @@ const char kUsage[] =
     "  -o, --output FILE      dump: write to FILE instead of standard output\n"
     "      --batch N          import, import-rspamd: records per durable transaction\n"
     "                         (default 50000)\n"
-    "      --json             stats, info: print one JSON object\n"
+    "      --json             stats, info, lookup, cluster: print one JSON object\n"
     "  -h, --help             show this help\n"
     "  -v, --version          show the version\n"
     "\n"
@@ -253,17 +257,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "shinglectl: no command given (shinglectl --help lists them)\n");
     return 2;
   }
-  if (!offline_command && command != "stats" && command != "ping" && command != "sync" &&
-      command != "keypair" && command != "lookup") {
+  const bool online_command = command == "stats" || command == "ping" || command == "sync" ||
+                              command == "lookup" || command == "cluster";
+  if (!offline_command && !online_command && command != "keypair") {
     return usage_error("unknown command '" + command + "'");
   }
   // Options and arguments that mean nothing to the command are refused, not ignored.
   const size_t max_arguments =
-      command == "import" || command == "import-rspamd" || command == "lookup" ? 1 : 0;
+      command == "import" || command == "import-rspamd" || command == "lookup" || command == "cluster" ? 1 : 0;
   if (arguments.size() > max_arguments) {
     return usage_error("unexpected argument '" + arguments[max_arguments] + "' for " + command);
   }
-  if (offline.json && command != "stats" && command != "info" && command != "lookup") {
+  if (offline.json && command != "stats" && command != "info" && command != "lookup" && command != "cluster") {
     return usage_error("--json does not apply to " + command);
   }
   if (!offline.output.empty() && command != "dump") return usage_error("--output applies to dump only");
@@ -274,9 +279,8 @@ int main(int argc, char** argv) {
     return usage_error("--db and --config apply to dump, import, import-rspamd and info only");
   }
   if (!db.empty() && !config_path.empty()) return usage_error("give --db or --config, not both");
-  if (socket_given && command != "stats" && command != "ping" && command != "sync" &&
-      command != "lookup") {
-    return usage_error("--socket applies to stats, ping, sync and lookup only");
+  if (socket_given && !online_command) {
+    return usage_error("--socket applies to stats, ping, sync, lookup and cluster only");
   }
   if ((no_wait || timeout_given) && command != "sync") {
     return usage_error("--no-wait and --timeout apply to sync only");
@@ -288,6 +292,10 @@ int main(int argc, char** argv) {
   }
   if (command == "stats") return ask(socket_path, offline.json ? "stats json" : "stats table");
   if (command == "ping") return ask(socket_path, "ping");
+  if (command == "cluster") {
+    if (arguments.empty() || arguments[0] != "status") return usage_error("cluster takes one word: status");
+    return ask(socket_path, offline.json ? "cluster status json" : "cluster status");
+  }
   if (command == "lookup") {
     if (arguments.empty()) return usage_error("lookup needs a digest: 128 hex digits");
     std::string reply;

@@ -3,6 +3,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -226,7 +227,8 @@ void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
     if (now - p.first_ms >= options_.retry_for_ms) {
       done.push_back(Outcome{p.token, false, false, 0,
                              "not stored after " + std::to_string(options_.retry_for_ms) + " ms: " +
-                                 (p.last_error.empty() ? std::string("no ack") : p.last_error)});
+                                 (p.last_error.empty() ? std::string("no ack") : p.last_error),
+                             true});
       pending_.erase(it);
       continue;
     }
@@ -330,7 +332,7 @@ bool JetStreamLog::settle(const std::string& bucket, const std::string& key, con
   return s == NATS_OK;
 }
 
-bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, std::string& error, int wait_ms) {
+bool JetStreamLog::stream_state(StreamState& state, std::string& error, int wait_ms) {
   if (js_ == nullptr) {
     error = "not open";
     return false;
@@ -345,10 +347,30 @@ bool JetStreamLog::stream_state(uint64_t& last_sequence, std::string& leader, st
     error = "stream " + options_.stream + ": " + describe(s, code);
     return false;
   }
-  last_sequence = si->State.LastSeq;
-  leader = si->Cluster != nullptr && si->Cluster->Leader != nullptr ? si->Cluster->Leader : "";
+  state = StreamState{};
+  state.first_sequence = si->State.FirstSeq;
+  state.last_sequence = si->State.LastSeq;
+  state.records = si->State.Msgs;
+  state.bytes = si->State.Bytes;
+  if (const jsClusterInfo* c = si->Cluster) {
+    state.clustered = c->Name != nullptr && c->Name[0] != '\0';
+    state.leader = c->Leader != nullptr ? c->Leader : "";
+    for (int i = 0; i < c->ReplicasLen; ++i) {
+      const jsPeerInfo* p = c->Replicas[i];
+      if (p == nullptr) continue;
+      state.replicas.push_back(StreamState::Replica{p->Name != nullptr ? p->Name : "", p->Current, p->Offline,
+                                                    p->Lag, uint64_t(std::max<int64_t>(p->Active, 0)) / 1'000'000});
+    }
+  }
   jsStreamInfo_Destroy(si);
   return true;
+}
+
+std::string JetStreamLog::connected_server() const {
+  if (nc_ == nullptr) return "";
+  char url[256];
+  if (natsConnection_GetConnectedUrl(nc_, url, sizeof url) != NATS_OK) return "";
+  return url;
 }
 
 }  // namespace shingled::cluster

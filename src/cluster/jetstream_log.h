@@ -71,6 +71,7 @@ class JetStreamLog {
     bool duplicate = false;  // JetStream had it already (a retry that raced its ack)
     uint64_t sequence = 0;   // its stream sequence, when stored
     std::string error;       // why it was given up, when not
+    bool timed_out = false;  // given up at the end of the retry window (no quorum), not refused
   };
   // Sends again what failed for a transient reason, and appends to `done`
   // every record now stored or given up. Call often (each pass).
@@ -92,9 +93,28 @@ class JetStreamLog {
   bool settle(const std::string& bucket, const std::string& key, const std::string& mine,
               std::string& settled, std::string& error);
 
-  // The stream's last sequence and its leader ("" while it has none).
+  // What JetStream says of the stream: its records, its leader ("" while it
+  // has none) and each other replica as the leader sees it.
+  struct StreamState {
+    uint64_t first_sequence = 0;
+    uint64_t last_sequence = 0;
+    uint64_t records = 0;
+    uint64_t bytes = 0;
+    bool clustered = false;  // false: a single NATS server, which is the stream's leader itself
+    std::string leader;
+    struct Replica {
+      std::string server;
+      bool current = false;  // caught up with the leader
+      bool offline = false;
+      uint64_t lag = 0;      // records behind the leader
+      uint64_t seen_ms_ago = 0;
+    };
+    std::vector<Replica> replicas;  // the followers
+  };
   // `wait_ms`: how long to wait for the answer (0: the client's default).
-  bool stream_state(uint64_t& last_sequence, std::string& leader, std::string& error, int wait_ms = 0);
+  bool stream_state(StreamState& state, std::string& error, int wait_ms = 0);
+  // The NATS server this node is connected to ("" while reconnecting).
+  std::string connected_server() const;
 
  private:
   struct Pending {

@@ -21,6 +21,12 @@ constexpr uint64_t kReadRetryMs = 500;
 // The stream's state is looked up this often, waiting this long at most.
 constexpr uint64_t kStatePeriodMs = 1000;
 constexpr int kStateWaitMs = 200;
+// No stream leader found for this long: the cluster has lost its quorum
+// (a leader's election after a server's loss takes a few seconds).
+constexpr uint64_t kNoLeaderRefuseMs = 8000;
+// A follower the leader has not heard from for this long does not count
+// toward its quorum (followers answer the leader's heartbeats every ~1 s).
+constexpr uint64_t kFollowerSilentMs = 3000;
 
 }  // namespace
 
@@ -31,9 +37,9 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     error = "cluster: the node needs a name";
     return false;
   }
-  if (options.workers == 0 || options.ring_capacity == 0 ||
-      (options.ring_capacity & (options.ring_capacity - 1)) != 0) {
-    error = "cluster: workers must be at least 1 and the ring size a power of two";
+  auto power_of_two = [](size_t n) { return n != 0 && (n & (n - 1)) == 0; };
+  if (options.workers == 0 || !power_of_two(options.ring_capacity) || !power_of_two(options.max_in_flight)) {
+    error = "cluster: workers must be at least 1, the ring size and the in-flight limit powers of two";
     return false;
   }
   if (!apply && !options.owner_of) {
@@ -57,13 +63,12 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     }
   }
   if (options_.read_from == 0) {
-    uint64_t last = 0;
-    std::string leader;
-    if (!log_.stream_state(last, leader, error)) {
+    JetStreamLog::StreamState state;
+    if (!log_.stream_state(state, error)) {
       log_.close();
       return false;
     }
-    options_.read_from = last + 1;
+    options_.read_from = state.last_sequence + 1;
   }
   if (!log_.read_from(options_.read_from, error)) {
     log_.close();
@@ -72,7 +77,7 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   read_next_ = options_.read_from;
   lanes_.clear();
   for (unsigned w = 0; w < options_.workers; ++w) {
-    lanes_.push_back(std::make_unique<Lane>(options_.ring_capacity));
+    lanes_.push_back(std::make_unique<Lane>(options_.ring_capacity, options_.max_in_flight));
   }
   owners_.assign(options_.log.max_pending, Owner{0, 0});
   free_tokens_.clear();
@@ -94,7 +99,7 @@ void Replicator::stop() {
 
 bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& update) {
   Lane& lane = *lanes_[w];
-  if (lane.in_flight >= lane.proposals.capacity()) return false;
+  if (lane.in_flight >= options_.max_in_flight) return false;
   Proposal* p = lane.proposals.reserve();
   if (p == nullptr) return false;
   p->token = token;
@@ -169,11 +174,60 @@ void Replicator::look_at_stream() {
   const uint64_t now = monotonic_ms_now();
   if (now < next_state_ms_) return;
   next_state_ms_ = now + kStatePeriodMs;
-  uint64_t last = 0;
-  std::string leader, error;
-  const bool ok = log_.stream_state(last, leader, error, kStateWaitMs);
-  if (ok) stats_.stream_last.store(last, std::memory_order_relaxed);
-  stats_.stream_leader_known.store(ok && !leader.empty() ? 1 : 0, std::memory_order_relaxed);
+  JetStreamLog::StreamState state;
+  std::string error;
+  const bool ok = log_.stream_state(state, error, kStateWaitMs);
+  if (ok) stats_.stream_last.store(state.last_sequence, std::memory_order_relaxed);
+  // A leader that lost its followers goes on calling itself the leader for
+  // a while (and would take writes it cannot commit): a quorum is a leader
+  // that heard from enough followers lately.
+  unsigned voices = 0;
+  if (ok && !state.clustered) {
+    voices = unsigned(options_.log.replicas);  // one server: it answered, so it is the stream
+  } else if (ok && !state.leader.empty()) {
+    voices = 1;
+    for (const auto& f : state.replicas) voices += !f.offline && f.seen_ms_ago < kFollowerSilentMs;
+  }
+  const bool has_leader = voices > unsigned(options_.log.replicas) / 2;
+  {
+    std::lock_guard<std::mutex> lock(view_mutex_);
+    view_.connected_server = log_.connected_server();
+    view_.look_error = ok ? "" : error;
+    if (ok) {
+      view_.looked = true;
+      view_.state = std::move(state);
+      looked_at_ms_ = now;
+    }
+  }
+  stats_.stream_leader_known.store(has_leader ? 1 : 0, std::memory_order_relaxed);
+  if (has_leader || leader_seen_ms_ == 0) leader_seen_ms_ = now;
+  if (has_leader) {
+    set_writable(true);
+  } else if (now - leader_seen_ms_ >= kNoLeaderRefuseMs) {
+    set_writable(false);
+  }
+}
+
+ClusterView Replicator::view() const {
+  std::lock_guard<std::mutex> lock(view_mutex_);
+  ClusterView v = view_;
+  v.node = options_.node;
+  v.stream = options_.log.stream;
+  const uint64_t now = monotonic_ms_now();
+  v.looked_ms_ago = v.looked && now > looked_at_ms_ ? now - looked_at_ms_ : 0;
+  return v;
+}
+
+void Replicator::set_writable(bool writable) {
+  if (writable == this->writable()) return;
+  stats_.writable.store(writable ? 1 : 0, std::memory_order_relaxed);
+  if (writable) {
+    LOG_INFO("cluster: stream %s has a leader again: WRITEs and DELs are taken", options_.log.stream.c_str());
+  } else {
+    LOG_WARN("cluster: stream %s has no leader (fewer than a quorum of its NATS servers reachable): "
+             "WRITEs and DELs are refused with 500 until it has one; CHECKs go on",
+             options_.log.stream.c_str());
+  }
 }
 
 // Publishes what the workers proposed, as far as the log takes more.
@@ -222,7 +276,10 @@ bool Replicator::settle_publishes(std::vector<JetStreamLog::Outcome>& done) {
       lane.touched = true;
     }
     (d.stored ? stats_.stored : stats_.given_up).fetch_add(1, std::memory_order_relaxed);
-    if (!d.stored) LOG_WARN("cluster: an update was not stored: %s", d.error.c_str());
+    if (!d.stored) {
+      LOG_WARN("cluster: an update was not stored: %s", d.error.c_str());
+      if (d.timed_out) set_writable(false);  // no leader for the whole retry window
+    }
   }
   return !done.empty();
 }
@@ -258,6 +315,7 @@ bool Replicator::apply_records(int wait_ms) {
           stats_.applied.fetch_add(1, std::memory_order_relaxed);
         }
         stats_.last_applied.store(sequence, std::memory_order_relaxed);
+        if (u.accept_time != 0) stats_.last_applied_time.store(u.accept_time, std::memory_order_relaxed);
       },
       kApplyBatch, wait_ms, error);
   if (n < 0) {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,7 +44,12 @@ struct ReplicatorOptions {
   LogOptions log;
   std::string node;           // this node's name, unique in the cluster
   unsigned workers = 1;       // one proposal ring and one outcome ring each
-  size_t ring_capacity = 4096;  // per worker, a power of two
+  size_t ring_capacity = 4096;  // per worker: proposals and records to apply, a power of two
+  // Per worker: proposals awaiting their outcome, a power of two. Enough to
+  // ride out a stream leader's election (up to ~8 s here) at a few thousand
+  // writes a second; each costs a held answer on the worker (~0.5 KB) and a
+  // pending record in the log until its ack.
+  size_t max_in_flight = 16384;
   uint64_t read_from = 1;     // the first stream sequence this node has not applied;
                               // 0: the one after the stream's last at start
   // Set both to hand records to the workers instead of to start()'s apply:
@@ -72,7 +78,32 @@ struct ReplicatorStats {
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
   std::atomic<uint64_t> read_errors{0};   // reads that failed (and were restarted)
   std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
-  std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a stream leader
+  std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a leader with a quorum
+  std::atomic<uint64_t> writable{1};  // 0 while proposals are refused at once (writable())
+  std::atomic<uint64_t> last_applied_time{0};  // the accepting node's unix time of that record
+
+  // Stream records not applied here yet (as of the last look at the stream).
+  uint64_t lag_records() const {
+    const uint64_t last = stream_last.load(), applied = last_applied.load();
+    return last > applied ? last - applied : 0;
+  }
+  // While records remain, the age of the newest one applied here: how far
+  // behind the accepting nodes this one is, in time. 0 when caught up.
+  uint64_t lag_seconds(uint64_t unix_now) const {
+    const uint64_t at = last_applied_time.load();
+    return lag_records() != 0 && at != 0 && unix_now > at ? unix_now - at : 0;
+  }
+};
+
+// The stream as this node last saw it, for `shinglectl cluster status`.
+struct ClusterView {
+  std::string node;
+  std::string stream;
+  std::string connected_server;   // "" while reconnecting
+  bool looked = false;            // a look at the stream ever succeeded
+  uint64_t looked_ms_ago = 0;     // when the last successful look was
+  std::string look_error;         // why the last look failed ("" when it did not)
+  JetStreamLog::StreamState state;
 };
 
 class Replicator {
@@ -92,6 +123,13 @@ class Replicator {
   // clients time out and retry; a stored one is then a duplicate).
   void stop();
 
+  // Whether the stream takes writes, as far as this node can tell: false
+  // once a proposal was given up for want of a stream leader (the retry
+  // window passed), or no look found a leader with a quorum of followers
+  // for kNoLeaderRefuseMs (longer than an election), until a look finds one
+  // again. Workers then refuse
+  // WRITEs and DELs at once instead of holding each for the retry window.
+  bool writable() const { return stats_.writable.load(std::memory_order_relaxed) != 0; }
   // Worker `w`'s thread only. False, at once, when its ring is full or as
   // many of its proposals are in flight as the ring holds.
   bool propose(unsigned w, uint64_t token, const ReplicatedUpdate& update);
@@ -100,7 +138,7 @@ class Replicator {
   // order among its own.
   bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
   // How many updates one worker may have in flight.
-  size_t lane_capacity() const { return options_.ring_capacity; }
+  size_t lane_capacity() const { return options_.max_in_flight; }
   // Whether worker `w`'s lane holds outcomes, or records (hints).
   bool lane_has_outcomes(unsigned w) const { return !lanes_[w]->outcomes.empty(); }
   bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
@@ -108,6 +146,8 @@ class Replicator {
   size_t in_flight(unsigned w) const { return lanes_[w]->in_flight; }
 
   const ReplicatorStats& stats() const { return stats_; }
+  // Any thread: a copy of the last look at the stream (once a second).
+  ClusterView view() const;
 
  private:
   struct Proposal {
@@ -121,7 +161,7 @@ class Replicator {
     ReplicatedUpdate update;
   };
   struct alignas(64) Lane {
-    explicit Lane(size_t capacity) : proposals(capacity), outcomes(capacity), applies(capacity) {}
+    Lane(size_t ring, size_t in_flight) : proposals(ring), outcomes(in_flight), applies(ring) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;
     SpscRing<Applied> applies;
@@ -151,7 +191,12 @@ class Replicator {
   uint64_t read_next_ = 1;         // the sequence the next record should have
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
   uint64_t next_state_ms_ = 0;     // when to look up the stream's state again
+  uint64_t leader_seen_ms_ = 0;    // when a look last found a stream leader
+  void set_writable(bool writable);
   void look_at_stream();
+  mutable std::mutex view_mutex_;  // guards view_ and looked_at_ms_
+  ClusterView view_;
+  uint64_t looked_at_ms_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   ReplicatorStats stats_;

@@ -14,6 +14,7 @@
 #include <ctime>
 
 #include "common/hex.h"
+#include "daemon/cluster_status.h"
 #include "daemon/stats_report.h"
 #include "engine/engine.h"
 #include "persist/persister.h"
@@ -121,6 +122,8 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
     return render_stats_json(engine_, persister_, uptime, &history_);
   }
   if (request == "stats table") return render_stats_table(engine_, persister_, uptime, &history_);
+  if (request == "cluster status") return render_cluster_status_text(engine_);
+  if (request == "cluster status json") return render_cluster_status_json(engine_);
   if (request.rfind("lookup ", 0) == 0) return lookup(request.substr(7));
   if (request == "ratelimit limited" || request.rfind("ratelimit limited ", 0) == 0) {
     return limited_buckets(request.size() > 18 ? request.substr(18) : "");
@@ -133,7 +136,7 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
     return "sync " + std::to_string(persister_->request_sync()) + "\n";
   }
   return "error: unknown request '" + request +
-         "' (known: stats json, stats table, ping, sync, lookup [json] DIGEST, ratelimit limited [N])\n";
+         "' (known: stats json, stats table, cluster status [json], ping, sync, lookup [json] DIGEST, ratelimit limited [N])\n";
 }
 
 namespace {

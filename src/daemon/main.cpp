@@ -486,6 +486,8 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.log.replicas = config.cluster.replicas;
   o.node = config.cluster.node;
   o.workers = engine.worker_count();
+  // Every worker's whole in-flight allowance may wait on JetStream at once.
+  o.log.max_pending = unsigned(o.max_in_flight * o.workers);
   o.settings = "max_hashes " + std::to_string(engine.store().capacity()) + ", expire " +
                std::to_string(config.expire_seconds) + " s, " + std::to_string(engine.store().shard_count()) +
                " shards";

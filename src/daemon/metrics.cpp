@@ -108,7 +108,9 @@ const PersistMetric kClusterMetrics[] = {
     {"read_errors", "cluster_read_errors_total", "counter", "stream reads that failed (restarted)", 1},
     {"stream_last_sequence", "cluster_stream_last_sequence", "gauge", "the stream's last sequence (looked up each second)", 1},
     {"lag", "cluster_lag_records", "gauge", "stream records not applied here yet", 1},
+    {"lag_seconds", "cluster_lag_seconds", "gauge", "while behind, the age of the newest record applied here", 1},
     {"stream_leader", "cluster_stream_leader", "gauge", "1 when the stream has a leader (a quorum of NATS servers)", 1},
+    {"writable", "cluster_writable", "gauge", "1 while WRITEs and DELs are taken (0: refused, no quorum)", 1},
 };
 
 // Each row of `rows` that `table` names, as its metric.

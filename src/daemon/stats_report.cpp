@@ -156,8 +156,10 @@ std::vector<PersistRow> collect_cluster(const Engine& engine) {
       {"malformed", s.malformed.load()},       {"last_applied", s.last_applied.load()},
       {"read_errors", s.read_errors.load()},
       {"stream_last_sequence", s.stream_last.load()},
-      {"lag", s.stream_last.load() > s.last_applied.load() ? s.stream_last.load() - s.last_applied.load() : 0},
+      {"lag", s.lag_records()},
+      {"lag_seconds", s.lag_seconds(unix_seconds_now())},
       {"stream_leader", s.stream_leader_known.load()},
+      {"writable", s.writable.load()},
   };
 }
 

@@ -153,6 +153,13 @@ void FuzzyHandler::propose_update(const RxPacket& p, const ReplySeal& seal, cons
     link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
     return;
   }
+  if (!link_.cluster->writable()) {
+    // No quorum: a clear 500 now rather than one after the retry window
+    // (the client's timeout is shorter). Reads are answered as ever.
+    stats_.cluster_unavailable.add();
+    link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
+    return;
+  }
   cluster::ReplicatedUpdate u;
   u.kind = req.cmd == fuzzy::kDel ? cluster::UpdateKind::del : cluster::UpdateKind::write;
   u.accept_time = now.unix_seconds;

@@ -280,6 +280,7 @@ int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, 
 int fill_ring(ReplicatorOptions options, uint64_t ring) {
   options.workers = 1;
   options.ring_capacity = ring;
+  options.max_in_flight = ring;
   Replicator rep;
   std::string error;
   if (!rep.start(options, [](uint64_t, const ReplicatedUpdate&) {}, error)) {
@@ -377,13 +378,14 @@ int main(int argc, char** argv) {
     return read(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), int(timeout_ms));
   }
   if (rest[0] == "state" && rest.size() == 1) {
-    uint64_t last = 0;
-    std::string leader;
-    if (!log.stream_state(last, leader, error)) {
+    JetStreamLog::StreamState state;
+    if (!log.stream_state(state, error)) {
       printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
       return 1;
     }
-    printf("{\"last_seq\":%llu,\"leader\":\"%s\"}\n", (unsigned long long)last, json_text(leader).c_str());
+    printf("{\"last_seq\":%llu,\"leader\":\"%s\",\"followers\":%zu,\"clustered\":%s}\n",
+           (unsigned long long)state.last_sequence, json_text(state.leader).c_str(), state.replicas.size(),
+           state.clustered ? "true" : "false");
     return 0;
   }
   usage();

@@ -21,96 +21,11 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib_check.sh"
 parse_build_arg "$@"
-shingled=$(realpath "$build/src/daemon/shingled")
-ctl=$(realpath "$build/tools/shinglectl")
-load=$(realpath "$build/tools/shingle-load")
-probe=$(realpath "$build/tests/cluster_log_probe")
-command -v nats-server >/dev/null || { echo "nats-server not found (scripts/install-deps.sh)"; echo "0 passed, 1 failed"; exit 1; }
+. "$here/lib_cluster.sh"
 
-tmp=$(mktemp -d)
-declare -a nats_pid=("" "" "")
-declare -A node_pid=()
-cleanup() {
-  for p in "${node_pid[@]}"; do kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  for p in "${nats_pid[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-read -r -a ports <<<"$(python3 "$here/free_ports.py" 10)"
-routes="nats-route://127.0.0.1:${ports[3]},nats-route://127.0.0.1:${ports[4]},nats-route://127.0.0.1:${ports[5]}"
-servers="nats://127.0.0.1:${ports[0]},nats://127.0.0.1:${ports[1]},nats://127.0.0.1:${ports[2]}"
-declare -A udp_port=([a]=${ports[6]} [b]=${ports[7]} [c]=${ports[8]} [d]=${ports[9]})
-
-for i in 0 1 2; do
-  mkdir -p "$tmp/n$i"
-  nats-server -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" -js -sd "$tmp/n$i" \
-    --cluster_name shingled-nodes --cluster "nats://127.0.0.1:${ports[$((i + 3))]}" --routes "$routes" \
-    -l "$tmp/n$i.log" &
-  nats_pid[$i]=$!
-done
-field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], ""))' "$1" "$2" 2>/dev/null; }
-# The cluster is ready once a stream of its own gets a leader.
-ready=""
-for _ in $(seq 100); do
-  out=$("$probe" --servers "$servers" --stream READY state 2>&1)
-  [ -n "$(field "$out" leader)" ] && { ready=$out; break; }
-  sleep 0.2
-done
-[ -n "$ready" ] && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$out"; finish; exit; }
-
-start_node() {  # name [max_hashes]
-  local n=$1
-  mkdir -p "$tmp/$n"
-  cat >"$tmp/$n/shingled.conf" <<EOF
-bind_socket = "127.0.0.1:${udp_port[$n]}";
-counters_bind_socket = [];
-ratelimit_service_bind_socket = [];
-max_hashes = ${2:-1000000};
-expire = 90s;
-workers = 2;
-hashfile = "$tmp/$n/db";
-control_socket = "$tmp/$n/ctl.sock";
-cluster {
-  servers = "$servers";
-  node = "$n";
-}
-EOF
-  "$shingled" --config "$tmp/$n/shingled.conf" >>"$tmp/$n/daemon.log" 2>&1 &
-  node_pid[$n]=$!
-  for _ in $(seq 300); do
-    "$ctl" --socket "$tmp/$n/ctl.sock" ping >/dev/null 2>&1 && return 0
-    kill -0 "${node_pid[$n]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  tail -5 "$tmp/$n/daemon.log"
-  return 1
-}
-applied() {  # name: updates the node applied from the stream, all workers
-  "$ctl" --socket "$tmp/$1/ctl.sock" stats --json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"].get("cluster_applied", -1))'
-}
-until_applied() {  # name count: waits up to 10 s for the node to have applied count updates
-  for _ in $(seq 200); do
-    [ "$(applied "$1")" -ge "$2" ] 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
-# expect_right NAME NODE FIRST STORED COUNT: shingle-load's CHECK mix of ids
-# FIRST..FIRST+STORED-1 against NODE, every answer right.
-expect_right() {
-  local out wrong lost answered
-  out=$("$load" check --first "$3" --stored "$4" --count "$5" --server "127.0.0.1:${udp_port[$2]}" --json -q 2>&1)
-  read -r wrong lost answered <<<"$(verdict "$out")"
-  if [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = "$5" ]; then
-    pass "$1 ($5 checks; applied $(applied "$2"))"
-  else
-    fail "$1" "applied $(applied "$2"): ${out:0:400}"
-  fi
-}
-verdict() {  # json: "wrong W lost L answered A"
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["wrong"], d["lost"], d["answered"])' "$1" 2>/dev/null
-}
+cluster_init a b c d
+for i in 0 1 2; do start_nats "$i"; done
+ready=$(nats_ready) && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$ready"; finish; exit; }
 
 for n in a b; do
   start_node "$n" >"$tmp/start.out" && pass "node_${n}_started" || fail "node_${n}_started" "$(cat "$tmp/start.out")"
@@ -126,14 +41,14 @@ for n in b a; do
   expect_right "node_${n}_answers_every_check_right" "$n" 0 2000 6000
 done
 
-figures=$("$ctl" --socket "$tmp/a/ctl.sock" stats --json |
+figures=$(node_stats a |
   python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print(c["proposed"], c["stored"], c["given_up"], c["applied"], c["last_applied"])')
 [ "$figures" = "2000 2000 0 2000 2000" ] &&
   pass "node_a_stats_proposed_stored_applied (proposed stored given_up applied last_applied: $figures)" ||
   fail node_a_stats_proposed_stored_applied "$figures"
 
 sleep 1.2  # the stream's state is looked up once a second
-figures=$("$ctl" --socket "$tmp/b/ctl.sock" stats --json |
+figures=$(node_stats b |
   python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print(c["stream_last_sequence"], c["lag"], c["stream_leader"])')
 [ "$figures" = "2000 0 1" ] && pass "node_b_stats_stream_and_lag (last sequence, lag, leader: $figures)" ||
   fail node_b_stats_stream_and_lag "$figures"
@@ -180,13 +95,11 @@ expect_right node_a_replayed_exactly_after_kill_9 a 500 3000 6000
 out=$("$load" write 100 --first 5000 --server "127.0.0.1:${udp_port[a]}" --json -q 2>&1)
 until_applied c 2600
 sleep 9.5
-refreshes() {  # name: records refreshed there, all workers
-  "$ctl" --socket "$tmp/$1/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["refreshes"])'
-}
+refreshes() { total_figure "$1" refreshes; }  # records refreshed there, all workers
 before=$(refreshes a)
 expect_right hits_on_node_c_after_the_refresh_period c 5000 100 300
 for _ in $(seq 100); do [ "$(refreshes a)" -gt "$before" ] && break; sleep 0.05; done
-proposed_c=$("$ctl" --socket "$tmp/c/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["proposed"])')
+proposed_c=$(cluster_figure c proposed)
 [ "$(refreshes a)" -gt "$before" ] && [ "$proposed_c" -gt 0 ] &&
   pass "refreshes_of_hits_on_c_applied_on_a (a refreshed $before -> $(refreshes a); c proposed $proposed_c)" ||
   fail refreshes_of_hits_on_c_applied_on_a "a refreshed $before -> $(refreshes a); c proposed $proposed_c"
