@@ -1,7 +1,11 @@
 // The stream form of a replicated fuzzy update (see replicated_update.h).
 #include "cluster/replicated_update.h"
 
+#include <cstdio>
 #include <cstring>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "common/little_endian.h"
 
@@ -32,6 +36,17 @@ const char* update_decode_name(UpdateDecode d) {
     case UpdateDecode::count_: break;
   }
   return "?";
+}
+
+bool update_message_id(const ReplicatedUpdate& u, char (&out)[kMessageIdSize + 1]) {
+  if (u.kind == UpdateKind::refresh) return false;
+  uint8_t bytes[kMaxUpdateSize + 4];
+  const size_t len = encode_update(u, bytes);
+  store_le64(bytes + 2, 0);  // the accept time is the node's, not the client's
+  store_le32(bytes + len, u.request.tag);
+  const XXH128_hash_t h = XXH3_128bits(bytes, len + 4);
+  snprintf(out, sizeof out, "u%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return true;
 }
 
 size_t encode_update(const ReplicatedUpdate& u, uint8_t* out) {

@@ -38,7 +38,8 @@ struct ReplicatedUpdate {
   uint64_t accept_time = 0;
   // What the apply reads: flag, value, weak, has_shingles, digest,
   // shingles. decode_update() sets cmd from the kind; version, tag and
-  // epoch are the client's and do not travel.
+  // epoch are the client's and do not travel (the tag goes into the
+  // message id).
   fuzzy::Request request{};
 };
 
@@ -53,6 +54,17 @@ enum class UpdateDecode : uint8_t {
   count_
 };
 const char* update_decode_name(UpdateDecode d);
+
+// The stream's message id for a client's WRITE or DEL, the same on every
+// node that accepts it: a hash of what the client sent (command, flag,
+// value, digest, shingles and its random 32-bit tag), never of the node or
+// the time. rspamd sends every learn to all the servers of its rule, and a
+// retransmission with the same tag; JetStream's duplicate window stores
+// each once, so a learn through three nodes adds its value once
+// (docs/cluster.md). Writes into `out` (kMessageIdSize characters and a
+// NUL); false for a refresh, which has no client and takes a node's own id.
+inline constexpr size_t kMessageIdSize = 33;  // "u" and 32 hex digits
+bool update_message_id(const ReplicatedUpdate& u, char (&out)[kMessageIdSize + 1]);
 
 // Writes `u` into `out` (at least kMaxUpdateSize bytes); returns its size.
 size_t encode_update(const ReplicatedUpdate& u, uint8_t* out);

@@ -27,6 +27,11 @@ constexpr uint64_t kNoLeaderRefuseMs = 8000;
 // A follower the leader has not heard from for this long does not count
 // toward its quorum (followers answer the leader's heartbeats every ~1 s).
 constexpr uint64_t kFollowerSilentMs = 3000;
+// The stream holds records past the last one read, and none came for this
+// long: the consumer is recreated. The client library's ordered consumer
+// is meant to notice a stalled consumer itself (missed heartbeats), but
+// after a stream leader's loss it was seen to wait for good, with no error.
+constexpr uint64_t kReadStallMs = 3000;
 
 }  // namespace
 
@@ -75,6 +80,7 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     return false;
   }
   read_next_ = options_.read_from;
+  last_record_ms_ = monotonic_ms_now();
   lanes_.clear();
   for (unsigned w = 0; w < options_.workers; ++w) {
     lanes_.push_back(std::make_unique<Lane>(options_.ring_capacity, options_.max_in_flight));
@@ -104,6 +110,7 @@ bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& upd
   if (p == nullptr) return false;
   p->token = token;
   p->len = uint32_t(encode_update(update, p->data));
+  if (!update_message_id(update, p->id)) p->id[0] = '\0';
   lane.proposals.commit();
   ++lane.in_flight;
   return true;
@@ -164,7 +171,24 @@ void Replicator::run() {
     applied = apply_records(busy || applied ? 0 : kIdleWaitMs);
     wake_touched();
     look_at_stream();
+    restart_stalled_read();
   }
+}
+
+void Replicator::restart_stalled_read() {
+  const uint64_t now = monotonic_ms_now();
+  if (read_retry_ms_ != 0 || stats_.stream_last.load(std::memory_order_relaxed) < read_next_ ||
+      now - last_record_ms_ < kReadStallMs) {
+    return;
+  }
+  stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
+  LOG_WARN("cluster: no record read for %llu ms while the stream holds up to sequence %llu; reading again "
+           "from sequence %llu",
+           (unsigned long long)(now - last_record_ms_),
+           (unsigned long long)stats_.stream_last.load(std::memory_order_relaxed), (unsigned long long)read_next_);
+  last_record_ms_ = now;
+  std::string error;
+  if (!log_.read_from(read_next_, error)) read_retry_ms_ = now + kReadRetryMs;
 }
 
 // The stream's last sequence, for the lag in the figures: once a second,
@@ -239,7 +263,7 @@ bool Replicator::take_proposals() {
       const Proposal* p = lane.proposals.front();
       if (p == nullptr) break;
       const uint64_t t = free_tokens_.back();
-      const std::string id = id_prefix_ + std::to_string(next_id_++);
+      const std::string id = p->id[0] != '\0' ? std::string(p->id) : id_prefix_ + std::to_string(next_id_++);
       if (log_.publish(t, id, p->data, p->len)) {
         free_tokens_.pop_back();
         owners_[t] = Owner{w, p->token};
@@ -318,6 +342,7 @@ bool Replicator::apply_records(int wait_ms) {
         if (u.accept_time != 0) stats_.last_applied_time.store(u.accept_time, std::memory_order_relaxed);
       },
       kApplyBatch, wait_ms, error);
+  if (n > 0) last_record_ms_ = monotonic_ms_now();
   if (n < 0) {
     stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cluster: %s; reading again from sequence %llu", error.c_str(),

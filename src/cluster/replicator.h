@@ -18,10 +18,14 @@
 //    does not decode is counted and skipped (a newer node's format, a
 //    foreign publisher), never applied.
 //
-// Message ids are the node's name, a number drawn at start and a counter,
-// so a publish retried across an election is stored once, and a restarted
-// node never reuses the ids of its previous run within JetStream's
-// duplicate window.
+// A client's WRITE or DEL is published under an id made of what the client
+// sent (update_message_id): the same learn reaching several nodes (rspamd
+// sends each to every server of its rule) or one node twice (a
+// retransmission) is stored once, and each node answers its client on the
+// one ack. A refresh's id is the node's name, a number drawn at start and a
+// counter, so a restarted node never reuses the ids of its previous run
+// within JetStream's duplicate window. Either way a publish retried across
+// an election is stored once.
 #pragma once
 
 #include <atomic>
@@ -76,7 +80,7 @@ struct ReplicatorStats {
   std::atomic<uint64_t> applied{0};    // records handed to apply
   std::atomic<uint64_t> malformed{0};  // records that did not decode: skipped
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
-  std::atomic<uint64_t> read_errors{0};   // reads that failed (and were restarted)
+  std::atomic<uint64_t> read_errors{0};   // reads that failed or stalled (and were restarted)
   std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
   std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a leader with a quorum
   std::atomic<uint64_t> writable{1};  // 0 while proposals are refused at once (writable())
@@ -153,6 +157,7 @@ class Replicator {
   struct Proposal {
     uint64_t token;
     uint32_t len;
+    char id[kMessageIdSize + 1];  // "" for a refresh: the node's own id
     uint8_t data[kMaxUpdateSize];
   };
   // One worker's channels; in_flight is the worker's own count.
@@ -190,6 +195,8 @@ class Replicator {
   uint64_t next_id_ = 0;
   uint64_t read_next_ = 1;         // the sequence the next record should have
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
+  uint64_t last_record_ms_ = 0;    // when the last record was read (or reading restarted)
+  void restart_stalled_read();
   uint64_t next_state_ms_ = 0;     // when to look up the stream's state again
   uint64_t leader_seen_ms_ = 0;    // when a look last found a stream leader
   void set_writable(bool writable);

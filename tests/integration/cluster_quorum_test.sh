@@ -54,6 +54,7 @@ read -r wrong lost answered <<<"$(verdict "$out")"
 [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 10000 ] &&
   pass "stream_leader_killed_under_writes_all_acknowledged (10000 at 1000/s, leader $leader killed at 3 s; p99 $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["latency_us"]["p99"])' "$out") us)" ||
   fail stream_leader_killed_under_writes_all_acknowledged "${out:0:600}"
+until_applied a 10000 30
 until_applied b 10000 30
 expect_right node_b_answers_right_after_the_leader_loss b 0 10000 6000
 
@@ -99,7 +100,18 @@ read -r wrong lost answered <<<"$(verdict "$out")"
 [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = 1000 ] &&
   pass "quorum_back_writes_taken_again (1000; $(grep -c 'has a leader again' "$tmp/a/daemon.log") recovery log line)" ||
   fail quorum_back_writes_taken_again "writable $(status_field a writable): ${out:0:400}"
-until_applied b 11000 30
+# Both nodes read the stream up to its end (a reader that stalled while the
+# servers were down is restarted within seconds).
+caught_up() {  # node: its last applied sequence is the stream's last, and past the 11,000
+  local last applied
+  last=$(cluster_figure "$1" stream_last_sequence)
+  applied=$(cluster_figure "$1" last_applied)
+  [ "$last" -ge 11000 ] 2>/dev/null && [ "$applied" = "$last" ]
+}
+for _ in $(seq 300); do caught_up a && caught_up b && break; sleep 0.1; done
+caught_up a && caught_up b &&
+  pass "both_nodes_read_to_the_stream_end (sequence $(cluster_figure a last_applied); restarted reads: a $(cluster_figure a read_errors), b $(cluster_figure b read_errors))" ||
+  fail both_nodes_read_to_the_stream_end "a applied $(cluster_figure a last_applied) of $(cluster_figure a stream_last_sequence), b $(cluster_figure b last_applied) of $(cluster_figure b stream_last_sequence)"
 expect_right node_b_has_the_writes_after_recovery b 30000 1000 3000
 
 # Every node the same, record for record (times included: each record

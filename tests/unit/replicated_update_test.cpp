@@ -27,6 +27,46 @@ ReplicatedUpdate sample(UpdateKind kind, bool shingles) {
   return u;
 }
 
+// The message id: the same for the same client request whatever node or
+// time accepted it, different for anything the client made different.
+TEST(ReplicatedUpdate, message_id_names_the_client_request_not_the_node) {
+  ReplicatedUpdate u = sample(UpdateKind::write, true);
+  u.request.tag = 0x9abcdef0;
+  char id[kMessageIdSize + 1], other[kMessageIdSize + 1];
+  ASSERT_TRUE(update_message_id(u, id));
+  EXPECT_EQ(strlen(id), kMessageIdSize);
+  EXPECT_EQ(id[0], 'u');
+  ReplicatedUpdate later = u;
+  later.accept_time += 5;  // another node, a second later
+  ASSERT_TRUE(update_message_id(later, other));
+  EXPECT_STREQ(id, other);
+  auto differs = [&](ReplicatedUpdate v) {
+    char x[kMessageIdSize + 1];
+    return update_message_id(v, x) && strcmp(x, id) != 0;
+  };
+  ReplicatedUpdate v = u;
+  v.request.tag ^= 1;  // the same mail learnt again: a new tag
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.request.value += 1;
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.request.flag += 1;
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.request.digest[63] ^= 1;
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.request.shingles[31] ^= 1;
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.kind = UpdateKind::del;
+  EXPECT_TRUE(differs(v));
+  v = u;
+  v.kind = UpdateKind::refresh;  // no client: the node names it
+  EXPECT_FALSE(update_message_id(v, other));
+}
+
 TEST(ReplicatedUpdate, every_kind_round_trips_with_and_without_shingles) {
   for (const UpdateKind kind : {UpdateKind::write, UpdateKind::del, UpdateKind::refresh}) {
     for (const bool shingles : {false, true}) {
