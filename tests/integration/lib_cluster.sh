@@ -13,6 +13,8 @@
 #   expect_right TEST NODE FIRST STORED COUNT   shingle-load's CHECK verifier
 #   verdict JSON            "wrong lost answered" of a shingle-load report
 #   cluster_figure NAME KEY one figure of the node's stats "cluster" section
+#   caught_up NAME N        the node applied the stream to its end (>= N)
+#   same_dumps NODE...      synced dumps identical; prints the record count
 # KEEP_TMP=1 keeps the temp dir (logs, databases) for a look after a failure.
 
 shingled=$(realpath "$build/src/daemon/shingled")
@@ -107,6 +109,28 @@ until_applied() {  # name count [seconds]: waits (10 s by default) for the node 
     sleep 0.05
   done
   return 1
+}
+caught_up() {  # name at_least: the node applied the stream to its last sequence, at least at_least
+  local last applied
+  last=$(cluster_figure "$1" stream_last_sequence)
+  applied=$(cluster_figure "$1" last_applied)
+  [ "$last" -ge "$2" ] 2>/dev/null && [ "$applied" = "$last" ]
+}
+# same_dumps NODE...: syncs each node and dumps its database to $tmp/NODE.dump;
+# true when all are identical (prints the record count, or what differs).
+same_dumps() {
+  local n first=$1
+  for n in "$@"; do
+    "$ctl" --socket "$tmp/$n/ctl.sock" sync >/dev/null
+    "$ctl" --db "$tmp/$n/db" dump --output "$tmp/$n.dump" >/dev/null 2>&1
+  done
+  for n in "$@"; do
+    cmp -s "$tmp/$first.dump" "$tmp/$n.dump" || {
+      echo "$first: $(wc -l <"$tmp/$first.dump") records, $n: $(wc -l <"$tmp/$n.dump"); $(diff "$tmp/$first.dump" "$tmp/$n.dump" | head -2 | cut -c1-200)"
+      return 1
+    }
+  done
+  wc -l <"$tmp/$first.dump"
 }
 cluster_figure() {  # name key
   node_stats "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"][sys.argv[1]])' "$2"
