@@ -79,6 +79,11 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
   // client would close the connection for good.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, 1'000'000'000);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // A server that went silent (its host gone, a link down: no reset comes)
+  // is given up after ~3 unanswered pings 2 s apart, not the library's
+  // default 2 x 2 minutes, and the client moves to another server.
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 2000);
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 3);
   if (s == NATS_OK && !options.creds_file.empty()) {
     s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr);
   }
@@ -134,10 +139,17 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
 }
 
 bool JetStreamLog::publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len) {
-  if (js_ == nullptr || pending_.size() >= options_.max_pending || pending_.count(id) != 0) return false;
+  if (js_ == nullptr) return false;
+  if (const auto it = pending_.find(id); it != pending_.end()) {
+    // The same record again (a client's retransmission, by its content id)
+    // while the first awaits its ack: it shares the first one's outcome.
+    it->second.joined.push_back(token);
+    return true;
+  }
+  if (pending_.size() >= options_.max_pending) return false;
   const uint64_t now = now_ms();
   Pending& p = pending_[id];
-  p = Pending{token, id, std::vector<uint8_t>(data, data + len), now, now, false, {}, 0};
+  p = Pending{token, id, std::vector<uint8_t>(data, data + len), now, now, false, {}, 0, {}};
   send(p);
   return true;
 }
@@ -209,7 +221,7 @@ void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
     // large): sending it again changes nothing. Everything else is retried.
     const bool permanent = !a.ok && a.code != 0 && a.code != kNoRespondersCode;
     if (a.ok || permanent) {
-      done.push_back(Outcome{p.token, a.ok, a.duplicate, a.sequence, a.ok ? std::string() : a.error});
+      settle(p, Outcome{p.token, a.ok, a.duplicate, a.sequence, a.ok ? std::string() : a.error}, done);
       pending_.erase(it);
       continue;
     }
@@ -225,15 +237,26 @@ void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
     if (it == pending_.end() || it->second.generation != d.generation) continue;  // stale
     Pending& p = it->second;
     if (now - p.first_ms >= options_.retry_for_ms) {
-      done.push_back(Outcome{p.token, false, false, 0,
-                             "not stored after " + std::to_string(options_.retry_for_ms) + " ms: " +
-                                 (p.last_error.empty() ? std::string("no ack") : p.last_error),
-                             true});
+      settle(p,
+             Outcome{p.token, false, false, 0,
+                     "not stored after " + std::to_string(options_.retry_for_ms) + " ms: " +
+                         (p.last_error.empty() ? std::string("no ack") : p.last_error),
+                     true},
+             done);
       pending_.erase(it);
       continue;
     }
     send(p);
   }
+}
+
+void JetStreamLog::settle(const Pending& p, Outcome outcome, std::vector<Outcome>& done) {
+  for (const uint64_t token : p.joined) {
+    Outcome o = outcome;
+    o.token = token;
+    done.push_back(std::move(o));
+  }
+  done.push_back(std::move(outcome));
 }
 
 bool JetStreamLog::read_from(uint64_t from, std::string& error) {

@@ -62,8 +62,10 @@ class JetStreamLog {
   const std::string& stream_error() const { return stream_error_; }
   void close();
 
-  // Queues one record under message id `id` (unique per record); `token`
-  // comes back in its outcome. False when max_pending records await acks.
+  // Queues one record under message id `id` (the same id: the same
+  // record); `token` comes back in its outcome. A record whose id already
+  // awaits its ack is not sent again: it gets that one's outcome. False
+  // when max_pending records await acks.
   bool publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len);
   struct Outcome {
     uint64_t token = 0;
@@ -126,6 +128,7 @@ class JetStreamLog {
     bool in_flight;     // sent and awaiting its ack
     std::string last_error;
     uint64_t generation = 0;  // of its latest entry in due_; older entries are stale
+    std::vector<uint64_t> joined;  // the tokens of the same record published again meanwhile
   };
   // When poll_publishes next looks at a record: its ack's backstop while in
   // flight, its retry after a refusal. Ordered by time, so a poll costs the
@@ -138,6 +141,8 @@ class JetStreamLog {
     bool operator>(const Due& o) const { return at_ms > o.at_ms; }
   };
   void look_again_at(Pending& p, uint64_t at_ms);
+  // Appends `outcome` for the record and for each publish that joined it.
+  static void settle(const Pending& p, Outcome outcome, std::vector<Outcome>& done);
   struct Ack {
     std::string id;
     bool ok;

@@ -17,6 +17,8 @@
 #  - a strong hit on one node refreshes the record on the others;
 #  - a node killed with -9 while another takes writes catches up at restart,
 #    and every node's synced `shinglectl dump` is then identical;
+#  - the same WRITE sent to two nodes, and retransmitted to one, adds its
+#    value once;
 #  - a node whose max_hashes differs from the cluster's is refused at start.
 # Usage: cluster_nodes_test.sh --build BUILD_DIR
 set -uo pipefail
@@ -124,6 +126,33 @@ for _ in $(seq 200); do caught_up a "$last" && caught_up c "$last" && break; sle
 expect_right node_a_has_every_write_it_missed a 10000 3000 3000
 records=$(same_dumps a b c) && pass "dumps_identical_after_kill_9_under_load ($records records on a, b and c)" ||
   fail dumps_identical_after_kill_9_under_load "$records"
+
+# The same WRITE (same tag) sent three times at once to node a and once to
+# node b, as a retransmitting client or rspamd's learn to every server of
+# its rule would: each is answered with success, and the value is added
+# once (its stream message id is made of what the client sent).
+same_write=$(python3 - "${udp_port[a]}" "${udp_port[b]}" "${udp_port[c]}" <<'PY'
+import hashlib, socket, struct, sys, time
+a, b, c = (int(p) for p in sys.argv[1:4])
+digest = hashlib.sha512(b"the same write, four times").digest()
+tag = 0x5EED0001
+write = struct.pack("<BBBBiI", 4, 1, 0, 1, 5, tag) + digest   # WRITE flag 1 value 5
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(12)
+for port in (a, a, a, b):
+    s.sendto(write, ("127.0.0.1", port))
+acks = 0
+for _ in range(4):
+    value, flag, _tag, prob = struct.unpack("<iIIf", s.recv(2048)[:16])
+    acks += prob == 1.0 and value == 0
+time.sleep(1)  # node c applies the record
+s.sendto(struct.pack("<BBBBiI", 4, 0, 0, 0, 0, tag + 1) + digest, ("127.0.0.1", c))
+value, flag, _tag, prob = struct.unpack("<iIIf", s.recv(2048)[:16])
+print(acks, value, flag, prob)
+PY
+)
+[ "$same_write" = "4 5 1 1.0" ] && pass "the_same_write_four_times_adds_once (4 acks; node c: value 5, flag 1, prob 1)" ||
+  fail the_same_write_four_times_adds_once "acks, value, flag, prob on c: $same_write (expected 4 5 1 1.0)"
 
 # A node whose capacity differs from the cluster's is refused at start, with
 # both settings named: it would store updates the others refuse.
