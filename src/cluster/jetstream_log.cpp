@@ -84,6 +84,11 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
   // default 2 x 2 minutes, and the client moves to another server.
   if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 2000);
   if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 3);
+  // Nothing is buffered while reconnecting (the library's default holds
+  // 8 MB and sends it once connected): a publish then fails at once and is
+  // retried by poll_publishes, so a record given up after its retry window
+  // is not sent later behind the back of the client that was told 500.
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 1);
   if (s == NATS_OK && !options.creds_file.empty()) {
     s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr);
   }

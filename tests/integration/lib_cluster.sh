@@ -16,6 +16,10 @@
 #   caught_up NAME N        the node applied the stream to its end (>= N)
 #   same_dumps NODE...      synced dumps identical; prints the record count
 # KEEP_TMP=1 keeps the temp dir (logs, databases) for a look after a failure.
+# For a test in network namespaces: NATS_HOST (default 127.0.0.1) is the
+# address the NATS servers listen on, CLUSTER_NETNS the namespace they and
+# the nodes run in, and node_netns[NAME] a node's own (its clients run
+# there too, on 127.0.0.1).
 
 shingled=$(realpath "$build/src/daemon/shingled")
 ctl=$(realpath "$build/tools/shinglectl")
@@ -25,6 +29,23 @@ probe=$(realpath "$build/tests/cluster_log_probe")
 declare -a nats_pid=("" "" "")
 declare -A node_pid=()
 declare -A udp_port=()
+declare -A node_netns=()
+NATS_HOST=${NATS_HOST:-127.0.0.1}
+CLUSTER_NETNS=${CLUSTER_NETNS:-}
+in_netns() {  # NS COMMAND...: the command in namespace NS ("" = this one)
+  local ns=$1
+  shift
+  if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi
+}
+# netns_prefix NS: sets `pre` to the words that run a command in NS, for a
+# process started in the background whose $! must be its own pid (`ip netns
+# exec` execs it), not a subshell's.
+netns_prefix() {
+  pre=()
+  [ -n "$1" ] && pre=(ip netns exec "$1")
+  return 0
+}
+ns_of() { echo "${node_netns[$1]:-$CLUSTER_NETNS}"; }
 cluster_cleanup() {
   for p in "${node_pid[@]}"; do kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   for p in "${nats_pid[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
@@ -37,8 +58,9 @@ cluster_init() {
   trap cluster_cleanup EXIT
   local names=("$@")
   read -r -a nats_ports <<<"$(python3 "$here/free_ports.py" $((6 + ${#names[@]})))"
-  routes="nats-route://127.0.0.1:${nats_ports[3]},nats-route://127.0.0.1:${nats_ports[4]},nats-route://127.0.0.1:${nats_ports[5]}"
-  servers="nats://127.0.0.1:${nats_ports[0]},nats://127.0.0.1:${nats_ports[1]},nats://127.0.0.1:${nats_ports[2]}"
+  local h=$NATS_HOST
+  routes="nats-route://$h:${nats_ports[3]},nats-route://$h:${nats_ports[4]},nats-route://$h:${nats_ports[5]}"
+  servers="nats://$h:${nats_ports[0]},nats://$h:${nats_ports[1]},nats://$h:${nats_ports[2]}"
   local k=6
   for n in "${names[@]}"; do udp_port[$n]=${nats_ports[$k]}; k=$((k + 1)); done
 }
@@ -46,8 +68,9 @@ cluster_init() {
 start_nats() {
   local i=$1
   mkdir -p "$tmp/n$i"
-  nats-server -n "n$i" -a 127.0.0.1 -p "${nats_ports[$i]}" -js -sd "$tmp/n$i" \
-    --cluster_name shingled-nodes --cluster "nats://127.0.0.1:${nats_ports[$((i + 3))]}" --routes "$routes" \
+  netns_prefix "$CLUSTER_NETNS"
+  "${pre[@]}" nats-server -n "n$i" -a "$NATS_HOST" -p "${nats_ports[$i]}" -js -sd "$tmp/n$i" \
+    --cluster_name shingled-nodes --cluster "nats://$NATS_HOST:${nats_ports[$((i + 3))]}" --routes "$routes" \
     -l "$tmp/n$i.log" &
   nats_pid[$i]=$!
 }
@@ -62,7 +85,7 @@ json_field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get(sy
 nats_ready() {
   local out
   for _ in $(seq 100); do
-    out=$("$probe" --servers "$servers" --stream "${1:-READY}" state 2>&1)
+    out=$(in_netns "$CLUSTER_NETNS" "$probe" --servers "$servers" --stream "${1:-READY}" state 2>&1)
     [ -n "$(json_field "$out" leader)" ] && { echo "$out"; return 0; }
     sleep 0.2
   done
@@ -88,7 +111,8 @@ cluster {
   node = "$n";
 }
 CONF
-  "$shingled" --config "$tmp/$n/shingled.conf" >>"$tmp/$n/daemon.log" 2>&1 &
+  netns_prefix "$(ns_of "$n")"
+  "${pre[@]}" "$shingled" --config "$tmp/$n/shingled.conf" >>"$tmp/$n/daemon.log" 2>&1 &
   node_pid[$n]=$!
   for _ in $(seq 300); do
     "$ctl" --socket "$tmp/$n/ctl.sock" ping >/dev/null 2>&1 && return 0
@@ -145,7 +169,7 @@ verdict() {  # json: "wrong lost answered"
 # FIRST..FIRST+STORED-1 against NODE, every answer right.
 expect_right() {
   local out wrong lost answered
-  out=$("$load" check --first "$3" --stored "$4" --count "$5" --server "127.0.0.1:${udp_port[$2]}" --json -q 2>&1)
+  out=$(in_netns "$(ns_of "$2")" "$load" check --first "$3" --stored "$4" --count "$5" --server "127.0.0.1:${udp_port[$2]}" --json -q 2>&1)
   read -r wrong lost answered <<<"$(verdict "$out")"
   if [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$answered" = "$5" ]; then
     pass "$1 ($5 checks; applied $(applied "$2"))"
