@@ -111,6 +111,7 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
     close();
     return false;
   }
+  if (!options.manage_stream) return true;
   const char* subjects[] = {options.subject.c_str()};
   jsStreamConfig sc;
   jsStreamConfig_Init(&sc);
@@ -392,6 +393,20 @@ bool JetStreamLog::stream_state(StreamState& state, std::string& error, int wait
   }
   jsStreamInfo_Destroy(si);
   return true;
+}
+
+bool JetStreamLog::purge_below(uint64_t sequence, std::string& error) {
+  if (js_ == nullptr) {
+    error = "not open";
+    return false;
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Stream.Purge.Sequence = sequence;
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_PurgeStream(js_, options_.stream.c_str(), &jo, &code);
+  if (s != NATS_OK) error = "purging stream " + options_.stream + ": " + describe(s, code);
+  return s == NATS_OK;
 }
 
 std::string JetStreamLog::connected_server() const {

@@ -45,6 +45,7 @@ struct LogOptions {
   uint64_t duplicate_window_s = 120;     // longer than any retry
   unsigned retry_for_ms = 10'000;        // a stream leader's election takes ~4 s
   unsigned max_pending = 4096;           // records awaiting their ack, at most
+  bool manage_stream = true;             // false: open() leaves the stream as it is (tools)
 };
 
 class JetStreamLog {
@@ -115,6 +116,8 @@ class JetStreamLog {
   };
   // `wait_ms`: how long to wait for the answer (0: the client's default).
   bool stream_state(StreamState& state, std::string& error, int wait_ms = 0);
+  // Drops the stream's records below `sequence` (an operator's trim; tests).
+  bool purge_below(uint64_t sequence, std::string& error);
   // The NATS server this node is connected to ("" while reconnecting).
   std::string connected_server() const;
 

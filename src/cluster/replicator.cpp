@@ -67,13 +67,21 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
       return false;
     }
   }
-  if (options_.read_from == 0) {
-    JetStreamLog::StreamState state;
-    if (!log_.stream_state(state, error)) {
-      log_.close();
-      return false;
-    }
-    options_.read_from = state.last_sequence + 1;
+  JetStreamLog::StreamState state;
+  if (!log_.stream_state(state, error)) {
+    log_.close();
+    return false;
+  }
+  if (options_.read_from == 0) options_.read_from = state.last_sequence + 1;
+  if (state.first_sequence > options_.read_from) {
+    // The stream dropped records this node has not applied (its limits, or
+    // an operator's purge): reading on would skip them for good.
+    error = "the stream " + options_.log.stream + " no longer holds sequences " +
+            std::to_string(options_.read_from) + " to " + std::to_string(state.first_sequence - 1) +
+            ", which this node has not applied: it cannot catch up from the stream (bootstrapping from a "
+            "snapshot is not built yet; keep the stream whole)";
+    log_.close();
+    return false;
   }
   if (!log_.read_from(options_.read_from, error)) {
     log_.close();
@@ -326,6 +334,14 @@ bool Replicator::apply_records(int wait_ms) {
   const int n = log_.read(
       [this](uint64_t sequence, const uint8_t* data, size_t len) {
         if (sequence < read_next_) return;  // a redelivery after a restart
+        if (sequence > read_next_) {
+          // Dropped from the stream (its limits, a purge) before this node
+          // read them: counted and said, never silently.
+          stats_.missed.fetch_add(sequence - read_next_, std::memory_order_relaxed);
+          LOG_ERROR("cluster: stream records %llu to %llu were gone before this node read them: this node "
+                    "misses their updates (wipe it and start it again to read the stream whole)",
+                    (unsigned long long)read_next_, (unsigned long long)(sequence - 1));
+        }
         read_next_ = sequence + 1;
         ReplicatedUpdate u;
         if (decode_update(data, len, u) != UpdateDecode::ok) {

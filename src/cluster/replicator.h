@@ -81,6 +81,7 @@ struct ReplicatorStats {
   std::atomic<uint64_t> malformed{0};  // records that did not decode: skipped
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
   std::atomic<uint64_t> read_errors{0};   // reads that failed or stalled (and were restarted)
+  std::atomic<uint64_t> missed{0};        // records gone from the stream before they were read
   std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
   std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a leader with a quorum
   std::atomic<uint64_t> writable{1};  // 0 while proposals are refused at once (writable())

@@ -51,6 +51,7 @@ nlohmann::json status_of(const cluster::Replicator& r) {
       {"applied", s.applied.load()},
       {"malformed", s.malformed.load()},
       {"read_errors", s.read_errors.load()},
+      {"missed", s.missed.load()},
       // Not built yet (docs/cluster.md): every node holds the whole fuzzy
       // store; counters and buckets are not partitioned, nothing snapshots.
       {"partitions", nlohmann::json::array()},
@@ -111,9 +112,10 @@ std::string render_cluster_status_text(const Engine& engine) {
                   (unsigned long long)rep["lag"].get<uint64_t>(), double(rep["seen_ms_ago"].get<uint64_t>()) / 1000);
     }
   }
-  out += line("proposed %llu, stored %llu, given up %llu; applied %llu, malformed %llu, read errors %llu",
+  out += line("proposed %llu, stored %llu, given up %llu; applied %llu, malformed %llu, read errors %llu, "
+              "missed %llu",
               number("proposed"), number("stored"), number("given_up"), number("applied"), number("malformed"),
-              number("read_errors"));
+              number("read_errors"), number("missed"));
   out += line("partitions: none (counters and rate-limit buckets are not partitioned yet)");
   out += line("last snapshot: none (snapshots are not built yet)");
   return out;

@@ -105,6 +105,7 @@ const PersistMetric kClusterMetrics[] = {
     {"applied", "cluster_applied_total", "counter", "stream records applied here", 1},
     {"malformed", "cluster_malformed_total", "counter", "stream records that did not decode (skipped)", 1},
     {"last_applied", "cluster_last_applied_sequence", "gauge", "the stream sequence applied last", 1},
+    {"missed", "cluster_missed_total", "counter", "stream records gone before this node read them", 1},
     {"read_errors", "cluster_read_errors_total", "counter", "stream reads that failed or stalled (restarted)", 1},
     {"stream_last_sequence", "cluster_stream_last_sequence", "gauge", "the stream's last sequence (looked up each second)", 1},
     {"lag", "cluster_lag_records", "gauge", "stream records not applied here yet", 1},

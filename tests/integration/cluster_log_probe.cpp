@@ -5,7 +5,9 @@
 //   cluster_log_probe --servers URL[,URL...] [--retry-ms N] [--rate N] publish FIRST COUNT
 //   cluster_log_probe --servers URL[,URL...] read FROM COUNT [--timeout-ms N]
 //   cluster_log_probe --servers URL[,URL...] state
+//   cluster_log_probe --servers URL[,URL...] --stream NAME --existing purge-below SEQ
 //
+// --existing opens a stream as it is (a node's), never changing it.
 // Record i is a deterministic update (its index in the digest, so a reader
 // knows what it must be) published under message id "probe-i". publish
 // prints {"stored":..,"duplicates":..,"failed":..,"first_seq":..,
@@ -83,7 +85,7 @@ std::string json_text(const std::string& s) {
   fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--stream NAME] [--retry-ms N] [--rate N] "
                   "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state | "
                   "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] | "
-                  "fill-ring RING\n");
+                  "fill-ring RING | --existing purge-below SEQ\n");
   exit(2);
 }
 
@@ -327,7 +329,7 @@ int main(int argc, char** argv) {
   static constexpr shingled::CommandLineFlag kFlags[] = {
       {"servers", 0, true}, {"retry-ms", 0, true}, {"rate", 0, true}, {"timeout-ms", 0, true},
       {"read-from", 0, true}, {"ring", 0, true}, {"expect-applied", 0, true}, {"replicas", 0, true},
-      {"stream", 0, true}};
+      {"stream", 0, true}, {"existing", 0, false}};
   shingled::CommandLine cl;
   std::string error;
   if (!shingled::parse_command_line(argc, argv, kFlags, cl, error)) {
@@ -341,6 +343,7 @@ int main(int argc, char** argv) {
     options.stream = *v;
     options.subject = "shingled.probe." + *v;
   }
+  options.manage_stream = !cl.has("existing");
   if (!number_option(cl, "retry-ms", retry_ms) || !number_option(cl, "rate", rate) ||
       !number_option(cl, "timeout-ms", timeout_ms) || !number_option(cl, "read-from", read_from) ||
       !number_option(cl, "ring", ring) || !number_option(cl, "expect-applied", expect_applied) ||
@@ -376,6 +379,14 @@ int main(int argc, char** argv) {
   }
   if (rest[0] == "read" && rest.size() == 3) {
     return read(log, strtoull(rest[1].c_str(), nullptr, 10), strtoull(rest[2].c_str(), nullptr, 10), int(timeout_ms));
+  }
+  if (rest[0] == "purge-below" && rest.size() == 2) {
+    if (!log.purge_below(strtoull(rest[1].c_str(), nullptr, 10), error)) {
+      printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+      return 1;
+    }
+    printf("{\"purged_below\":%s}\n", rest[1].c_str());
+    return 0;
   }
   if (rest[0] == "state" && rest.size() == 1) {
     JetStreamLog::StreamState state;

@@ -19,7 +19,8 @@
 #    and every node's synced `shinglectl dump` is then identical;
 #  - the same WRITE sent to two nodes, and retransmitted to one, adds its
 #    value once;
-#  - a node whose max_hashes differs from the cluster's is refused at start.
+#  - a node whose max_hashes differs from the cluster's is refused at start,
+#    and so is a node whose next records were purged from the stream.
 # Usage: cluster_nodes_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -164,5 +165,24 @@ else
   fail a_node_with_other_settings_is_refused "$(tail -3 "$tmp/d/daemon.log")"
 fi
 unset 'node_pid[d]'
+
+# The stream's head purged (an operator's trim) while node c is stopped:
+# c, which has not applied the records that are gone, refuses to start and
+# says why, rather than skip them.
+kill "${node_pid[c]}" && wait "${node_pid[c]}" 2>/dev/null
+unset 'node_pid[c]'
+out=$("$load" write 10 --first 20000 --server "127.0.0.1:${udp_port[a]}" --json -q 2>&1)
+last=$(cluster_figure a stream_last_sequence)
+for _ in $(seq 40); do [ "$(cluster_figure a stream_last_sequence)" -gt "$last" ] && break; sleep 0.1; done
+last=$(cluster_figure a stream_last_sequence)
+purged=$("$probe" --servers "$servers" --stream SHINGLED_FUZZY --existing purge-below "$last" 2>&1)
+start_node c >"$tmp/start.out"
+wait "${node_pid[c]}" 2>/dev/null
+if grep -q "no longer holds sequences .* which this node has not applied" "$tmp/c/daemon.log" && ! kill -0 "${node_pid[c]}" 2>/dev/null; then
+  pass "a_node_behind_a_purged_stream_is_refused ($(grep -o 'no longer holds sequences [0-9]* to [0-9]*' "$tmp/c/daemon.log" | tail -1))"
+else
+  fail a_node_behind_a_purged_stream_is_refused "$purged; $(tail -2 "$tmp/c/daemon.log")"
+fi
+unset 'node_pid[c]'
 
 finish
