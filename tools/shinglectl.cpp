@@ -21,6 +21,7 @@
 #include "shinglectl_ratelimit.h"
 #include "shinglectl_redis.h"
 #include "shinglectl_offline.h"
+#include "shinglectl_cluster.h"
 #include "common/command_line.h"
 #include "wire/keypair_text.h"
 
@@ -46,6 +47,9 @@ const char kUsage[] =
     "                         whether it takes writes, the stream's leader and\n"
     "                         replicas, and its lag in records and seconds\n"
     "                         (--json: one JSON object). Exit 1 on a single node.\n"
+    "  cluster snapshot       store a snapshot of this node's database (as its last\n"
+    "                         sync left it) in the cluster, for nodes that start\n"
+    "                         empty to bootstrap from; needs --config (the node's)\n"
     "  ping                   check that the daemon answers on its control socket\n"
     "  sync                   make the daemon write every change it has acknowledged\n"
     "                         to disk now, and wait until that sync has committed\n"
@@ -275,7 +279,7 @@ int main(int argc, char** argv) {
   if (batch_given && command != "import" && command != "import-rspamd") {
     return usage_error("--batch applies to import and import-rspamd only");
   }
-  if ((!db.empty() || !config_path.empty()) && !offline_command) {
+  if ((!db.empty() || !config_path.empty()) && !offline_command && command != "cluster") {
     return usage_error("--db and --config apply to dump, import, import-rspamd and info only");
   }
   if (!db.empty() && !config_path.empty()) return usage_error("give --db or --config, not both");
@@ -293,7 +297,13 @@ int main(int argc, char** argv) {
   if (command == "stats") return ask(socket_path, offline.json ? "stats json" : "stats table");
   if (command == "ping") return ask(socket_path, "ping");
   if (command == "cluster") {
-    if (arguments.empty() || arguments[0] != "status") return usage_error("cluster takes one word: status");
+    if (!arguments.empty() && arguments[0] == "snapshot") {
+      if (config_path.empty()) return usage_error("cluster snapshot needs the node's --config");
+      if (socket_given) return usage_error("cluster snapshot reads the database, not the socket");
+      return shingled::run_cluster_snapshot(config_path, offline.json);
+    }
+    if (arguments.empty() || arguments[0] != "status") return usage_error("cluster takes one word: status or snapshot");
+    if (!config_path.empty() || !db.empty()) return usage_error("cluster status asks the daemon: --socket, not --config");
     return ask(socket_path, offline.json ? "cluster status json" : "cluster status");
   }
   if (command == "lookup") {

@@ -1,6 +1,8 @@
 // The cluster's replicated log on NATS JetStream (see jetstream_log.h).
 #include "cluster/jetstream_log.h"
 
+#include "cluster/nats_connection.h"
+
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -30,13 +32,7 @@ uint64_t now_ms() {
                       .count());
 }
 
-std::string describe(natsStatus s, int code) {
-  std::string text = natsStatus_GetText(s);
-  if (s == NATS_NO_RESPONDERS) text += " (no stream leader: fewer than a quorum of NATS servers up, or an election)";
-  if (s == NATS_TIMEOUT) text += " (no answer from the stream: fewer than a quorum of NATS servers up, or an overloaded one)";
-  if (code != 0) text += " (JetStream error " + std::to_string(code) + ")";
-  return text;
-}
+std::string describe(natsStatus s, int code) { return describe_nats(int(s), code); }
 
 }  // namespace
 
@@ -69,37 +65,9 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
     error = "no NATS server given";
     return false;
   }
-  natsOptions* opts = nullptr;
-  std::vector<const char*> urls;
-  for (const std::string& s : options.servers) urls.push_back(s.c_str());
-  natsStatus s = natsOptions_Create(&opts);
-  if (s == NATS_OK) s = natsOptions_SetServers(opts, urls.data(), int(urls.size()));
-  if (s == NATS_OK) s = natsOptions_SetName(opts, options.client_name.c_str());
-  // A daemon never gives up reconnecting: after the last attempt the
-  // client would close the connection for good.
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, 1'000'000'000);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
-  // A server that went silent (its host gone, a link down: no reset comes)
-  // is given up after ~3 unanswered pings 2 s apart, not the library's
-  // default 2 x 2 minutes, and the client moves to another server.
-  if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 2000);
-  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 3);
-  // Nothing is buffered while reconnecting (the library's default holds
-  // 8 MB and sends it once connected): a publish then fails at once and is
-  // retried by poll_publishes, so a record given up after its retry window
-  // is not sent later behind the back of the client that was told 500.
-  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 1);
-  if (s == NATS_OK && !options.creds_file.empty()) {
-    s = natsOptions_SetUserCredentialsFromFiles(opts, options.creds_file.c_str(), nullptr);
-  }
-  if (s == NATS_OK) s = natsConnection_Connect(&nc_, opts);
-  natsOptions_Destroy(opts);
-  if (s != NATS_OK) {
-    error = "connecting to NATS (" + options.servers.front() + (urls.size() > 1 ? ", ..." : "") +
-            "): " + describe(s, 0);
-    nc_ = nullptr;
-    return false;
-  }
+  nc_ = connect_nats(options, error);
+  if (nc_ == nullptr) return false;
+  natsStatus s = NATS_OK;
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.PublishAsync.MaxPending = int64_t(options.max_pending) * 2;  // ours is the bound; the library's never stalls us

@@ -24,6 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/nats_connection.h"
+
 struct __natsConnection;
 struct __jsCtx;
 struct __natsSubscription;
@@ -33,10 +35,8 @@ struct jsPubAckErr;
 
 namespace shingled::cluster {
 
-struct LogOptions {
-  std::vector<std::string> servers;  // nats://host:port, any of the cluster
-  std::string client_name = "shingled";
-  std::string creds_file;            // a .creds file (JWT and seed); empty: none
+// The servers to reach (servers, client_name, creds_file), and the stream.
+struct LogOptions : NatsEndpoint {
   std::string stream = "SHINGLED_FUZZY";
   std::string subject = "shingled.fuzzy.updates";
   int replicas = 3;

@@ -26,6 +26,7 @@
 #include "config/option_conf_file.h"
 #include "config/option_manual.h"
 #include "config/option_table.h"
+#include "daemon/cluster_snapshot.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
 #include "daemon/metrics.h"
@@ -522,6 +523,26 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
 }
 
 // Says why start-up stopped; the exit code.
+// A cluster node with an empty database starts from the cluster's latest
+// snapshot, if there is one, and then reads the stream from where it stops
+// (docs/cluster.md, "Bootstrap"); without one it reads the whole stream.
+bool bootstrap_if_empty(const Config& config, LmdbEnvironment& env, std::string& error) {
+  if (env.count(RecordType::fuzzy) != 0 || env.count(RecordType::cluster) != 0) return true;
+  cluster::SnapshotManifest m;
+  bool restored = false;
+  const uint64_t t0 = monotonic_ms_now();
+  if (!restore_cluster_snapshot(env, config.cluster, m, restored, error)) return false;
+  if (restored) {
+    LOG_INFO("cluster: bootstrapped from snapshot %s (node %s, %llu records, %.1f MB) in %.1f s; the stream from "
+             "sequence %llu",
+             m.id.c_str(), m.node.c_str(), (unsigned long long)m.records, double(m.bytes) / 1e6,
+             double(monotonic_ms_now() - t0) / 1000, (unsigned long long)m.first_needed);
+  } else {
+    LOG_INFO("cluster: an empty database and no snapshot in the cluster: the whole stream is read");
+  }
+  return true;
+}
+
 int fail_with(const std::string& error) {
   fprintf(stderr, "shingled: %s\n", error.c_str());
   return 1;
@@ -553,6 +574,7 @@ int run(int argc, char** argv) {
   if (!env.open(config.hashfile, kInitialMapBytes, error)) return fail_with(error);
   env.set_merger(RecordType::fuzzy, merge_fuzzy_values);
   StoreOptions so;
+  if (config.cluster.enabled && !bootstrap_if_empty(config, env, error)) return fail_with(error);
   if (config.cluster.enabled && !keep_shard_placement(env, so.secrets, error)) return fail_with(error);
   std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config, so);
   if (store == nullptr) return 1;

@@ -55,6 +55,7 @@ FuzzyHandler::FuzzyHandler(FuzzyService& service, uint8_t service_id, const Work
 
 bool FuzzyHandler::report_changes(uint64_t epoch, size_t budget, const LoopClock& now) {
   (void)budget;
+  if (link_.cluster != nullptr) report_positions(epoch);
   if (limiter_ == nullptr || link_.feed == nullptr || epoch == limits_reported_) return true;
   link_.feed->push_blob(uint8_t(RecordType::fuzzy_limits), link_.self,
                         limiter_->encode(now.monotonic_ms(), uint64_t(now.unix_seconds) * 1000));
@@ -197,6 +198,7 @@ bool FuzzyHandler::poll(const LoopClock& now) {
   cluster::ReplicatedUpdate u;
   for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_apply(link_.self, sequence, u); ++k) {
     any = true;
+    lane_sequence_ = std::max(lane_sequence_, sequence);
     const unsigned shard = service_.shard_of_update(u.request);
     if (sequence <= applied_[shard]) continue;  // this shard had it before the restart
     applied_[shard] = sequence;
@@ -223,6 +225,18 @@ bool FuzzyHandler::poll(const LoopClock& now) {
     }
   }
   return any;
+}
+
+void FuzzyHandler::report_positions(uint64_t epoch) {
+  if (link_.feed == nullptr || epoch == positions_reported_) return;
+  positions_reported_ = epoch;
+  for (unsigned shard = 0; shard < applied_.size(); ++shard) {
+    if (applied_[shard] >= lane_sequence_ || link_.shards.owner_of(shard) != link_.self) continue;
+    applied_[shard] = lane_sequence_;
+    std::string v(8, '\0');
+    store_le64(reinterpret_cast<uint8_t*>(v.data()), lane_sequence_);
+    link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
+  }
 }
 
 bool FuzzyHandler::has_work() const {

@@ -117,6 +117,14 @@ class FuzzyHandler final : public ServiceHandler {
   // record with the position that covers it, or neither: after a crash
   // nothing is applied twice or missed.
   std::vector<uint64_t> applied_;
+  // The last stream sequence this worker took from its lane. Its records
+  // come in stream order, so every shard it owns is complete up to it: at
+  // each sync its shards whose own position is older are written at it, so
+  // that a shard with no recent record does not hold the node's (and a
+  // snapshot's) least position back.
+  uint64_t lane_sequence_ = 0;
+  uint64_t positions_reported_ = 0;  // the sync epoch they were last written for
+  void report_positions(uint64_t epoch);
   // Feed changes one applied record makes, at most, with its position.
   static constexpr size_t kChangesPerApply = 8;
 };

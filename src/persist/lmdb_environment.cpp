@@ -555,6 +555,62 @@ bool LmdbEnvironment::for_each(
   return for_each_in_range(type, std::string_view(), std::string_view(), fn, error);
 }
 
+// A read transaction, after taking in a map another process grew.
+bool LmdbEnvironment::begin_read(MDB_txn** txn, std::string& error) {
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, txn);
+  if (rc == MDB_MAP_RESIZED) {
+    mdb_env_set_mapsize(env_, 0);
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, txn);
+  }
+  if (rc != 0) {
+    *txn = nullptr;
+    error = mdb_fail(path_, "beginning the read transaction", rc);
+    return false;
+  }
+  return true;
+}
+
+bool LmdbEnvironment::for_each_of_types(
+    std::initializer_list<RecordType> types,
+    const std::function<bool(RecordType type, std::string_view key, std::string_view value)>& fn,
+    std::string& error) {
+  try {
+    if (env_ == nullptr) {
+      error = "LMDB environment is not open";
+      return false;
+    }
+    TxnGuard txn;
+    if (!begin_read(&txn.txn, error)) return false;
+    int rc = 0;
+    for (const RecordType type : types) {
+      if (!valid_type(type)) {
+        error = path_ + ": unknown record type " + std::to_string(static_cast<unsigned>(type));
+        return false;
+      }
+      if (!type_present_[static_cast<unsigned>(type)]) continue;
+      CursorGuard cur;
+      rc = mdb_cursor_open(txn.txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
+      if (rc != 0) {
+        cur.cursor = nullptr;
+        error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
+        return false;
+      }
+      MDB_val k, v;
+      for (rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
+        if (!fn(type, as_view(k), as_view(v))) return true;
+      }
+      if (rc != MDB_NOTFOUND) {
+        error = mdb_fail(path_, std::string("reading ") + record_type_name(type), rc);
+        return false;
+      }
+    }
+    return true;
+  } catch (const std::exception& e) {
+    error = path_ + ": for_each_of_types: " + e.what();
+    return false;
+  }
+}
+
 bool LmdbEnvironment::for_each_in_range(
     RecordType type, std::string_view from, std::string_view to,
     const std::function<bool(std::string_view key, std::string_view value)>& fn,
@@ -570,16 +626,8 @@ bool LmdbEnvironment::for_each_in_range(
     }
     if (!type_present_[static_cast<unsigned>(type)]) return true;  // no such database: empty
     TxnGuard txn;
-    int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn);
-    if (rc == MDB_MAP_RESIZED) {
-      mdb_env_set_mapsize(env_, 0);
-      rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn);
-    }
-    if (rc != 0) {
-      txn.txn = nullptr;
-      error = mdb_fail(path_, "beginning the read transaction", rc);
-      return false;
-    }
+    if (!begin_read(&txn.txn, error)) return false;
+    int rc = 0;
     CursorGuard cur;
     rc = mdb_cursor_open(txn.txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
     if (rc != 0) {

@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
 struct MDB_env;  // lmdb.h; kept out of this header
+struct MDB_txn;
 
 namespace shingled {
 
@@ -107,6 +109,12 @@ class LmdbEnvironment {
   bool for_each(RecordType type,
                 const std::function<bool(std::string_view key, std::string_view value)>& fn,
                 std::string& error);
+  // The records of several types, type after type, in ONE read transaction:
+  // a consistent view of all of them (a cluster snapshot's records and the
+  // stream positions they reflect).
+  bool for_each_of_types(std::initializer_list<RecordType> types,
+                         const std::function<bool(RecordType type, std::string_view key, std::string_view value)>& fn,
+                         std::string& error);
   // The same over the keys in [from, to) (byte order; an empty `to` means
   // to the end). Several threads may each walk their own range at once.
   bool for_each_in_range(RecordType type, std::string_view from, std::string_view to,
@@ -130,6 +138,7 @@ class LmdbEnvironment {
   void release_mapped_pages() const;
 
  private:
+  bool begin_read(MDB_txn** txn, std::string& error);
   bool take_writer_lock(std::string& error);
   bool check_or_create_schema(std::string& error);
   bool grow_map(std::string& error);

@@ -1,0 +1,157 @@
+// The cluster's snapshot stream (see snapshot_store.h).
+#include "cluster/snapshot_store.h"
+
+#include <nats/nats.h>
+
+namespace shingled::cluster {
+namespace {
+constexpr int64_t kChunkWaitMs = 10'000;  // one chunk's ack, or one chunk read
+}  // namespace
+
+SnapshotStore::~SnapshotStore() { close(); }
+
+void SnapshotStore::close() {
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  js_ = nullptr;
+  if (nc_ != nullptr) natsConnection_Destroy(nc_);
+  nc_ = nullptr;
+}
+
+std::string SnapshotStore::subject(const std::string& leaf) const { return "shingled.snapshot." + stream_ + "." + leaf; }
+
+bool SnapshotStore::open(const NatsEndpoint& endpoint, const std::string& stream, int replicas, std::string& error) {
+  close();
+  stream_ = stream;
+  name_ = stream + "_SNAPSHOTS";
+  nc_ = connect_nats(endpoint, error);
+  if (nc_ == nullptr) return false;
+  natsStatus s = natsConnection_JetStream(&js_, nc_, nullptr);
+  if (s != NATS_OK) {
+    error = "JetStream context: " + describe_nats(s, 0);
+    close();
+    return false;
+  }
+  const std::string all = subject(">");
+  const char* subjects[] = {all.c_str()};
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = name_.c_str();
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Storage = js_FileStorage;
+  sc.Replicas = replicas;
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = jsErrCode(0);
+  s = js_AddStream(&si, js_, &sc, nullptr, &code);
+  if (s != NATS_OK && code == JSStreamNameExistErr) s = js_UpdateStream(&si, js_, &sc, nullptr, &code);
+  if (si != nullptr) jsStreamInfo_Destroy(si);
+  if (s != NATS_OK) {
+    error = "snapshot stream " + name_ + ": " + describe_nats(s, code);
+    close();
+    return false;
+  }
+  return true;
+}
+
+bool SnapshotStore::put_chunk(const std::string& id, uint64_t index, const std::string& chunk, std::string& error) {
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  const std::string msg_id = id + "-" + std::to_string(index);
+  po.MsgId = msg_id.c_str();
+  po.MaxWait = kChunkWaitMs;
+  jsPubAck* ack = nullptr;
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_Publish(&ack, js_, subject("chunk." + id).c_str(), chunk.data(), int(chunk.size()), &po, &code);
+  if (ack != nullptr) jsPubAck_Destroy(ack);
+  if (s != NATS_OK) error = "snapshot " + id + ", chunk " + std::to_string(index) + ": " + describe_nats(s, code);
+  return s == NATS_OK;
+}
+
+bool SnapshotStore::put_manifest(const SnapshotManifest& m, std::string& error) {
+  SnapshotManifest previous;
+  bool had = false;
+  if (!latest(previous, had, error)) return false;
+  const std::string text = encode_manifest(m);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = kChunkWaitMs;
+  jsPubAck* ack = nullptr;
+  jsErrCode code = jsErrCode(0);
+  natsStatus s = js_Publish(&ack, js_, subject("manifest").c_str(), text.data(), int(text.size()), &po, &code);
+  if (ack != nullptr) jsPubAck_Destroy(ack);
+  if (s != NATS_OK) {
+    error = "snapshot " + m.id + ", manifest: " + describe_nats(s, code);
+    return false;
+  }
+  if (!had || previous.id == m.id) return true;
+  // The replaced snapshot's chunks, and the manifests before this one.
+  for (const std::string& leaf : {"chunk." + previous.id, std::string("manifest")}) {
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    const std::string filter = subject(leaf);
+    jo.Stream.Purge.Subject = filter.c_str();
+    if (leaf == "manifest") jo.Stream.Purge.Keep = 1;
+    s = js_PurgeStream(js_, name_.c_str(), &jo, &code);
+    if (s != NATS_OK) {
+      error = "snapshot " + m.id + " stored, but purging " + filter + ": " + describe_nats(s, code);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool SnapshotStore::latest(SnapshotManifest& out, bool& found, std::string& error) {
+  found = false;
+  natsMsg* msg = nullptr;
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_GetLastMsg(&msg, js_, name_.c_str(), subject("manifest").c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return true;
+  if (s != NATS_OK) {
+    error = "snapshot stream " + name_ + ": " + describe_nats(s, code);
+    return false;
+  }
+  const std::string_view text(natsMsg_GetData(msg), size_t(natsMsg_GetDataLength(msg)));
+  const bool ok = decode_manifest(text, out, error);
+  natsMsg_Destroy(msg);
+  if (!ok) error = "snapshot stream " + name_ + ": the last manifest: " + error;
+  found = ok;
+  return ok;
+}
+
+bool SnapshotStore::fetch(const SnapshotManifest& m, const std::function<bool(std::string_view chunk)>& fn,
+                          std::string& error) {
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = name_.c_str();
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverAll;
+  natsSubscription* sub = nullptr;
+  jsErrCode code = jsErrCode(0);
+  natsStatus s = js_SubscribeSync(&sub, js_, subject("chunk." + m.id).c_str(), nullptr, &so, &code);
+  if (s != NATS_OK) {
+    error = "reading snapshot " + m.id + ": " + describe_nats(s, code);
+    return false;
+  }
+  SnapshotChecker checker;
+  bool ok = true;
+  for (uint64_t i = 0; i < m.chunks && ok; ++i) {
+    natsMsg* msg = nullptr;
+    s = natsSubscription_NextMsg(&msg, sub, kChunkWaitMs);
+    if (s != NATS_OK) {
+      error = "reading snapshot " + m.id + ", chunk " + std::to_string(i) + " of " + std::to_string(m.chunks) +
+              ": " + describe_nats(s, 0);
+      ok = false;
+      break;
+    }
+    const std::string_view chunk(natsMsg_GetData(msg), size_t(natsMsg_GetDataLength(msg)));
+    checker.add(chunk);
+    ok = fn(chunk);
+    if (!ok) error = "snapshot " + m.id + ", chunk " + std::to_string(i) + " was refused";
+    natsMsg_Destroy(msg);
+  }
+  natsSubscription_Unsubscribe(sub);
+  natsSubscription_Destroy(sub);
+  return ok && checker.matches(m, error);
+}
+
+}  // namespace shingled::cluster

@@ -1,0 +1,31 @@
+// A cluster node's snapshots (docs/cluster.md, "Bootstrap"): taking one
+// from a node's database, and starting a node with an empty database from
+// the cluster's latest, so that it reads the stream only from where the
+// snapshot stops, not from its first record (which the stream may have
+// dropped).
+#pragma once
+
+#include <string>
+
+#include "cluster/snapshot_codec.h"
+#include "config/config.h"
+#include "persist/lmdb_environment.h"
+
+namespace shingled {
+
+// Reads the replicated records of `env` (fuzzy records and cluster
+// records: the stream positions and the shard placement's seed) in one read
+// transaction, as its last sync left them, and stores them as the
+// cluster's latest snapshot. `env` may be open read-only beside the
+// running daemon.
+bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
+                           cluster::SnapshotManifest& out, std::string& error);
+
+// For a node whose database holds no fuzzy and no cluster records: writes
+// the cluster's latest snapshot into `env` (durably, in batches), checked
+// against its manifest. restored = false, and nothing written, when the
+// cluster has none.
+bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster,
+                              cluster::SnapshotManifest& out, bool& restored, std::string& error);
+
+}  // namespace shingled
