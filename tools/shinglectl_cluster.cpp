@@ -6,6 +6,7 @@
 #include "config/config_loader.h"
 #include "daemon/cluster_snapshot.h"
 #include "persist/lmdb_environment.h"
+#include "store/fuzzy_store.h"
 
 namespace shingled {
 
@@ -31,7 +32,10 @@ int run_cluster_snapshot(const std::string& config_path, bool json) {
     return 1;
   }
   cluster::SnapshotManifest m;
-  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, m, error)) {
+  // The daemon's shard count (StoreOptions' default): every shard's
+  // position must be in the snapshot.
+  const unsigned shards = 1u << StoreOptions{}.shard_bits;
+  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, shards, m, error)) {
     fprintf(stderr, "shinglectl: cluster snapshot: %s\n", error.c_str());
     return 1;
   }

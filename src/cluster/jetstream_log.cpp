@@ -281,13 +281,15 @@ int JetStreamLog::read(const RecordFn& f, int max, int timeout_ms, std::string& 
       return n > 0 ? n : -1;
     }
     jsMsgMetaData* meta = nullptr;
+    bool more = true;
     if (natsMsg_GetMetaData(&meta, m) == NATS_OK && meta != nullptr) {
-      f(meta->Sequence.Stream, reinterpret_cast<const uint8_t*>(natsMsg_GetData(m)),
-        size_t(natsMsg_GetDataLength(m)));
+      more = f(meta->Sequence.Stream, reinterpret_cast<const uint8_t*>(natsMsg_GetData(m)),
+               size_t(natsMsg_GetDataLength(m)));
       jsMsgMetaData_Destroy(meta);
       ++n;
     }
     natsMsg_Destroy(m);
+    if (!more) break;
   }
   return n;
 }

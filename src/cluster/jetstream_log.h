@@ -84,8 +84,9 @@ class JetStreamLog {
   // Starts (or restarts) reading in stream order at sequence `from` (>= 1).
   bool read_from(uint64_t from, std::string& error);
   // Hands up to `max` records to `f(sequence, data, len)`, waiting at most
-  // `timeout_ms` for the first. Returns how many; -1 on an error.
-  using RecordFn = std::function<void(uint64_t, const uint8_t*, size_t)>;
+  // `timeout_ms` for the first; f returning false stops after that record
+  // (which it has taken). Returns how many; -1 on an error.
+  using RecordFn = std::function<bool(uint64_t, const uint8_t*, size_t)>;
   int read(const RecordFn& f, int max, int timeout_ms, std::string& error);
 
   // Settles `key` in the key-value bucket `bucket` (created with the

@@ -78,8 +78,8 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     // an operator's purge): reading on would skip them for good.
     error = "the stream " + options_.log.stream + " no longer holds sequences " +
             std::to_string(options_.read_from) + " to " + std::to_string(state.first_sequence - 1) +
-            ", which this node has not applied: it cannot catch up from the stream (bootstrapping from a "
-            "snapshot is not built yet; keep the stream whole)";
+            ", which this node has not applied: it cannot catch up from the stream (remove its database: a "
+            "node started empty bootstraps from the cluster's latest snapshot, shinglectl cluster snapshot)";
     log_.close();
     return false;
   }
@@ -134,20 +134,42 @@ bool Replicator::next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& ou
   return true;
 }
 
-// The owner's ring full means the owner is behind: reading waits for it
-// (the stream keeps the rest), rather than dropping or reordering a record.
-void Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
+// The owner's ring full means the owner is behind (its persistence, say):
+// the record is parked, and reading stops until the owner has room, while
+// proposals and acks go on for every worker. Nothing is dropped or
+// reordered: the stream keeps the rest.
+bool Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
   const unsigned w = options_.owner_of(u);
-  Lane& lane = *lanes_[w < lanes_.size() ? w : 0];
-  Applied* slot;
-  while ((slot = lane.applies.reserve()) == nullptr) {
-    if (stopping_.load(std::memory_order_relaxed)) return;
-    if (options_.wake) options_.wake(w);
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  const unsigned owner = w < lanes_.size() ? w : 0;
+  Lane& lane = *lanes_[owner];
+  Applied* slot = lane.applies.reserve();
+  if (slot == nullptr) {
+    parked_ = Applied{sequence, u};
+    parked_owner_ = owner;
+    has_parked_ = true;
+    if (options_.wake) options_.wake(owner);
+    return false;
   }
   *slot = Applied{sequence, u};
   lane.applies.commit();
   lane.touched = true;
+  return true;
+}
+
+// The parked record, if its owner has room now.
+bool Replicator::unpark() {
+  if (!has_parked_) return true;
+  Lane& lane = *lanes_[parked_owner_];
+  Applied* slot = lane.applies.reserve();
+  if (slot == nullptr) {
+    if (options_.wake) options_.wake(parked_owner_);
+    return false;
+  }
+  *slot = parked_;
+  lane.applies.commit();
+  lane.touched = true;
+  has_parked_ = false;
+  return true;
 }
 
 void Replicator::wake_touched() {
@@ -189,6 +211,16 @@ void Replicator::restart_stalled_read() {
       now - last_record_ms_ < kReadStallMs) {
     return;
   }
+  const uint64_t first = stats_.stream_first.load(std::memory_order_relaxed);
+  if (first > read_next_) {
+    // What this node has not read was dropped from the stream (a purge up
+    // to its end): no record will come to show the gap.
+    stats_.missed.fetch_add(first - read_next_, std::memory_order_relaxed);
+    LOG_ERROR("cluster: stream records %llu to %llu were gone before this node read them: this node misses "
+              "their updates (wipe it and start it again)",
+              (unsigned long long)read_next_, (unsigned long long)(first - 1));
+    read_next_ = first;
+  }
   stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
   LOG_WARN("cluster: no record read for %llu ms while the stream holds up to sequence %llu; reading again "
            "from sequence %llu",
@@ -209,7 +241,16 @@ void Replicator::look_at_stream() {
   JetStreamLog::StreamState state;
   std::string error;
   const bool ok = log_.stream_state(state, error, kStateWaitMs);
-  if (ok) stats_.stream_last.store(state.last_sequence, std::memory_order_relaxed);
+  if (ok) {
+    stats_.stream_last.store(state.last_sequence, std::memory_order_relaxed);
+    stats_.stream_first.store(state.first_sequence, std::memory_order_relaxed);
+  }
+  if (ok && !ready() && state.last_sequence < read_next_ + options_.ready_lag) {
+    stats_.ready.store(1, std::memory_order_release);
+    LOG_INFO("cluster: caught up with stream %s (applied to sequence %llu of %llu): answering CHECKs",
+             options_.log.stream.c_str(), (unsigned long long)(read_next_ - 1),
+             (unsigned long long)state.last_sequence);
+  }
   // A leader that lost its followers goes on calling itself the leader for
   // a while (and would take writes it cannot commit): a quorum is a leader
   // that heard from enough followers lately.
@@ -331,9 +372,13 @@ bool Replicator::apply_records(int wait_ms) {
       return false;
     }
   }
+  if (!unpark()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_ms > 0 ? 200 : 0));
+    return false;
+  }
   const int n = log_.read(
       [this](uint64_t sequence, const uint8_t* data, size_t len) {
-        if (sequence < read_next_) return;  // a redelivery after a restart
+        if (sequence < read_next_) return true;  // a redelivery after a restart
         if (sequence > read_next_) {
           // Dropped from the stream (its limits, a purge) before this node
           // read them: counted and said, never silently.
@@ -344,11 +389,12 @@ bool Replicator::apply_records(int wait_ms) {
         }
         read_next_ = sequence + 1;
         ReplicatedUpdate u;
+        bool more = true;
         if (decode_update(data, len, u) != UpdateDecode::ok) {
           stats_.malformed.fetch_add(1, std::memory_order_relaxed);
         } else {
           if (options_.owner_of) {
-            hand_to_owner(sequence, u);
+            more = hand_to_owner(sequence, u);  // parked when its owner is full: handed on later
           } else {
             apply_(sequence, u);
           }
@@ -356,6 +402,7 @@ bool Replicator::apply_records(int wait_ms) {
         }
         stats_.last_applied.store(sequence, std::memory_order_relaxed);
         if (u.accept_time != 0) stats_.last_applied_time.store(u.accept_time, std::memory_order_relaxed);
+        return more;
       },
       kApplyBatch, wait_ms, error);
   if (n > 0) last_record_ms_ = monotonic_ms_now();

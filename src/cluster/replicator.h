@@ -7,14 +7,15 @@
 //    takes the outcome from its own ring (next_outcome): stored with its
 //    stream sequence, or given up (JetStream refused it, or no quorum for
 //    the retry window). Only then does the worker answer its client. A
-//    worker never waits on NATS: a full ring, or as many updates in flight
-//    as the ring holds, refuses the proposal at once (the caller answers as
+//    worker never waits on NATS: a full ring, or options.max_in_flight
+//    updates in flight, refuses the proposal at once (the caller answers as
 //    for a full store).
 //  - applying: every record of the stream, from `read_from` on, is decoded
 //    and, in stream order, either handed to `apply` on this thread (tests,
 //    tools) or put on the lane of the worker `owner_of` names, which takes
 //    it with next_apply() (the daemon: the owner of the digest's shard). A
-//    full lane makes reading wait, never drops or reorders. A record that
+//    full lane makes reading wait (the record is parked; proposals and acks
+//    go on), never drops or reorders. A record that
 //    does not decode is counted and skipped (a newer node's format, a
 //    foreign publisher), never applied.
 //
@@ -28,6 +29,7 @@
 // an election is stored once.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +65,9 @@ struct ReplicatorOptions {
   // node's is kept in the cluster's key-value bucket, and start() refuses a
   // node whose own differs. Empty: not checked.
   std::string settings;
+  // The node serves CHECKs (ready()) once a look at the stream finds it at
+  // most this many records behind the stream's end.
+  uint64_t ready_lag = 1000;
   std::function<unsigned(const ReplicatedUpdate&)> owner_of;
   std::function<void(unsigned)> wake;
 };
@@ -83,8 +88,10 @@ struct ReplicatorStats {
   std::atomic<uint64_t> read_errors{0};   // reads that failed or stalled (and were restarted)
   std::atomic<uint64_t> missed{0};        // records gone from the stream before they were read
   std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
+  std::atomic<uint64_t> stream_first{0};  // and its first
   std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a leader with a quorum
   std::atomic<uint64_t> writable{1};  // 0 while proposals are refused at once (writable())
+  std::atomic<uint64_t> ready{0};     // 1 once the node caught up with the stream (ready())
   std::atomic<uint64_t> last_applied_time{0};  // the accepting node's unix time of that record
 
   // Stream records not applied here yet (as of the last look at the stream).
@@ -135,6 +142,11 @@ class Replicator {
   // again. Workers then refuse
   // WRITEs and DELs at once instead of holding each for the retry window.
   bool writable() const { return stats_.writable.load(std::memory_order_relaxed) != 0; }
+  // Whether the node answers CHECKs: false from the start until a look at
+  // the stream finds this node at most options.ready_lag records behind its
+  // end; then true for good (a node that falls behind later goes on
+  // answering, and its lag shows).
+  bool ready() const { return stats_.ready.load(std::memory_order_acquire) != 0; }
   // Worker `w`'s thread only. False, at once, when its ring is full or as
   // many of its proposals are in flight as the ring holds.
   bool propose(unsigned w, uint64_t token, const ReplicatedUpdate& update);
@@ -144,6 +156,10 @@ class Replicator {
   bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
   // How many updates one worker may have in flight.
   size_t lane_capacity() const { return options_.max_in_flight; }
+  // How many of them may be refreshes: half of what the worker's proposal
+  // ring holds, so a storm of strong hits leaves room for the writes that
+  // clients wait on.
+  size_t refresh_capacity() const { return std::min(options_.ring_capacity, options_.max_in_flight) / 2; }
   // Whether worker `w`'s lane holds outcomes, or records (hints).
   bool lane_has_outcomes(unsigned w) const { return !lanes_[w]->outcomes.empty(); }
   bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
@@ -183,7 +199,8 @@ class Replicator {
   bool take_proposals();
   bool settle_publishes(std::vector<JetStreamLog::Outcome>& done);
   bool apply_records(int wait_ms);
-  void hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u);
+  bool hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u);
+  bool unpark();
   void wake_touched();
 
   ReplicatorOptions options_;
@@ -195,6 +212,9 @@ class Replicator {
   std::string id_prefix_;
   uint64_t next_id_ = 0;
   uint64_t read_next_ = 1;         // the sequence the next record should have
+  Applied parked_{};               // read, but its owner's lane was full (has_parked_)
+  unsigned parked_owner_ = 0;
+  bool has_parked_ = false;
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
   uint64_t last_record_ms_ = 0;    // when the last record was read (or reading restarted)
   void restart_stalled_read();

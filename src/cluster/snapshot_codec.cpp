@@ -33,6 +33,7 @@ std::string encode_manifest(const SnapshotManifest& m) {
   out += "bytes=" + std::to_string(m.bytes) + "\n";
   out += "checksum=" + std::to_string(m.checksum) + "\n";
   out += "first_needed=" + std::to_string(m.first_needed) + "\n";
+  out += "first_chunk_sequence=" + std::to_string(m.first_chunk_sequence) + "\n";
   return out;
 }
 
@@ -69,6 +70,7 @@ bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& 
                       : key == "bytes"        ? &out.bytes
                       : key == "checksum"     ? &out.checksum
                       : key == "first_needed" ? &out.first_needed
+                      : key == "first_chunk_sequence" ? &out.first_chunk_sequence
                                               : nullptr;
     if (field == nullptr) continue;  // a later format's addition
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);

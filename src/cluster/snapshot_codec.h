@@ -34,6 +34,10 @@ struct SnapshotManifest {
   // The first stream sequence a node bootstrapped from it must read: one
   // past the least advanced shard's position.
   uint64_t first_needed = 1;
+  // The snapshot stream's sequence of its first chunk (0: not known): the
+  // next snapshot purges the chunks before it, keeping this one's whole
+  // for the nodes that may be reading it.
+  uint64_t first_chunk_sequence = 0;
 };
 std::string encode_manifest(const SnapshotManifest& m);
 bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& error);

@@ -19,7 +19,8 @@ void SnapshotStore::close() {
 
 std::string SnapshotStore::subject(const std::string& leaf) const { return "shingled.snapshot." + stream_ + "." + leaf; }
 
-bool SnapshotStore::open(const NatsEndpoint& endpoint, const std::string& stream, int replicas, std::string& error) {
+bool SnapshotStore::open(const NatsEndpoint& endpoint, const std::string& stream, int replicas, bool create,
+                         std::string& error) {
   close();
   stream_ = stream;
   name_ = stream + "_SNAPSHOTS";
@@ -31,6 +32,7 @@ bool SnapshotStore::open(const NatsEndpoint& endpoint, const std::string& stream
     close();
     return false;
   }
+  if (!create) return true;
   const std::string all = subject(">");
   const char* subjects[] = {all.c_str()};
   jsStreamConfig sc;
@@ -53,7 +55,8 @@ bool SnapshotStore::open(const NatsEndpoint& endpoint, const std::string& stream
   return true;
 }
 
-bool SnapshotStore::put_chunk(const std::string& id, uint64_t index, const std::string& chunk, std::string& error) {
+bool SnapshotStore::put_chunk(const std::string& id, uint64_t index, const std::string& chunk, uint64_t& sequence,
+                              std::string& error) {
   jsPubOptions po;
   jsPubOptions_Init(&po);
   const std::string msg_id = id + "-" + std::to_string(index);
@@ -62,6 +65,7 @@ bool SnapshotStore::put_chunk(const std::string& id, uint64_t index, const std::
   jsPubAck* ack = nullptr;
   jsErrCode code = jsErrCode(0);
   const natsStatus s = js_Publish(&ack, js_, subject("chunk." + id).c_str(), chunk.data(), int(chunk.size()), &po, &code);
+  sequence = ack != nullptr ? ack->Sequence : 0;
   if (ack != nullptr) jsPubAck_Destroy(ack);
   if (s != NATS_OK) error = "snapshot " + id + ", chunk " + std::to_string(index) + ": " + describe_nats(s, code);
   return s == NATS_OK;
@@ -84,13 +88,18 @@ bool SnapshotStore::put_manifest(const SnapshotManifest& m, std::string& error) 
     return false;
   }
   if (!had || previous.id == m.id) return true;
-  // The replaced snapshot's chunks, and the manifests before this one.
-  for (const std::string& leaf : {"chunk." + previous.id, std::string("manifest")}) {
+  for (const std::string leaf : {"chunk.>", "manifest"}) {
     jsOptions jo;
     jsOptions_Init(&jo);
     const std::string filter = subject(leaf);
     jo.Stream.Purge.Subject = filter.c_str();
-    if (leaf == "manifest") jo.Stream.Purge.Keep = 1;
+    if (leaf == "manifest") {
+      jo.Stream.Purge.Keep = 2;
+    } else if (previous.first_chunk_sequence != 0) {
+      jo.Stream.Purge.Sequence = previous.first_chunk_sequence;  // up to, not including
+    } else {
+      continue;  // where the replaced one starts is not known: nothing is purged
+    }
     s = js_PurgeStream(js_, name_.c_str(), &jo, &code);
     if (s != NATS_OK) {
       error = "snapshot " + m.id + " stored, but purging " + filter + ": " + describe_nats(s, code);
@@ -105,7 +114,7 @@ bool SnapshotStore::latest(SnapshotManifest& out, bool& found, std::string& erro
   natsMsg* msg = nullptr;
   jsErrCode code = jsErrCode(0);
   const natsStatus s = js_GetLastMsg(&msg, js_, name_.c_str(), subject("manifest").c_str(), nullptr, &code);
-  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return true;
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr || code == JSStreamNotFoundErr) return true;
   if (s != NATS_OK) {
     error = "snapshot stream " + name_ + ": " + describe_nats(s, code);
     return false;

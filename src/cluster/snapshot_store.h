@@ -4,7 +4,9 @@
 // `shingled.snapshot.<stream>.chunk.<id>`, then its manifest on
 // `shingled.snapshot.<stream>.manifest`: a manifest is only written once
 // every chunk is stored, so the last manifest always names a whole
-// snapshot. Writing a new one purges the chunks of the one it replaces.
+// snapshot. Writing a new one purges the chunks older than the one it
+// replaces (the one replaced stays whole while nodes may be reading it;
+// chunks of a snapshot that failed halfway go with the next purge).
 // (Debian 12's NATS C client has no object store; this is the same idea on
 // a plain stream.)
 #pragma once
@@ -28,15 +30,20 @@ class SnapshotStore {
   SnapshotStore(const SnapshotStore&) = delete;
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
-  // Connects and creates (or updates) the snapshot stream of update stream
-  // `stream`, with `replicas`. False with the reason.
-  bool open(const NatsEndpoint& endpoint, const std::string& stream, int replicas, std::string& error);
+  // Connects; with `create`, also creates (or updates) the snapshot stream
+  // of update stream `stream`, with `replicas` (a reader needs neither: no
+  // stream means no snapshot). False with the reason.
+  bool open(const NatsEndpoint& endpoint, const std::string& stream, int replicas, bool create,
+            std::string& error);
   void close();
 
-  // Stores chunk `index` of snapshot `id`, waiting for JetStream's ack.
-  bool put_chunk(const std::string& id, uint64_t index, const std::string& chunk, std::string& error);
-  // Stores the manifest (after every chunk), then purges the chunks of the
-  // snapshot it replaces.
+  // Stores chunk `index` of snapshot `id`, waiting for JetStream's ack;
+  // `sequence`: where the stream put it.
+  bool put_chunk(const std::string& id, uint64_t index, const std::string& chunk, uint64_t& sequence,
+                 std::string& error);
+  // Stores the manifest (after every chunk), then purges every chunk older
+  // than the snapshot it replaces (that one stays whole for the nodes that
+  // may be reading it), and all manifests but the last two.
   bool put_manifest(const SnapshotManifest& m, std::string& error);
   // The last manifest; found = false when there is none.
   bool latest(SnapshotManifest& out, bool& found, std::string& error);

@@ -99,12 +99,17 @@ bool load_cluster_block(const UclNode& block, ClusterConfig& out, ConfigBlockErr
       if (!ucl_to_uint(v, n, err)) return fail(error, m.line, "cluster: replicas: " + err);
       if (n < 1 || n > 5) return fail(error, m.line, "cluster: replicas: 1 to 5 (JetStream's limit), not " + v);
       out.replicas = int(n);
+    } else if (m.key == "ready_lag") {
+      uint64_t n = 0;
+      if (!ucl_to_uint(v, n, err)) return fail(error, m.line, "cluster: ready_lag: " + err);
+      if (n > 1'000'000'000) return fail(error, m.line, "cluster: ready_lag: at most 1000000000 records, not " + v);
+      out.ready_lag = n;
     } else if (m.key == "creds") {
       if (v.empty()) return fail(error, m.line, "cluster: creds: an empty path");
       out.creds_file = v;
     } else {
       return fail(error, m.key_line, "cluster: unknown option '" + m.key +
-                                         "' (servers, node, stream, replicas, creds)");
+                                         "' (servers, node, stream, replicas, creds, ready_lag)");
     }
   }
   if (out.servers.empty()) return fail(error, block.line, "cluster: 'servers' is required");

@@ -101,6 +101,10 @@ struct ClusterConfig {
   std::string stream = "SHINGLED_FUZZY";
   int replicas = 3;
   std::string creds_file;            // a NATS .creds file; empty: none
+  // Stream records behind its end at which a starting node begins to answer
+  // CHECKs (until then it drops them: a node still reading the stream would
+  // answer "unknown" for what it has not read yet).
+  uint64_t ready_lag = 1000;
 };
 
 struct Config {

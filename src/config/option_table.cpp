@@ -553,7 +553,7 @@ std::string show_cluster(const Config& c) {
   std::string servers;
   for (const std::string& s : k.servers) servers += (servers.empty() ? "" : ",") + s;
   return "node " + k.node + " on " + servers + ", stream " + k.stream + " R" + std::to_string(k.replicas) +
-         (k.creds_file.empty() ? "" : ", creds " + k.creds_file);
+         (k.creds_file.empty() ? "" : ", creds " + k.creds_file) + ", ready_lag " + std::to_string(k.ready_lag);
 }
 
 std::string show_ratelimit(const Config& c) {
@@ -789,7 +789,7 @@ const OptionRow kRows[] = {
     // Cluster.
     {"cluster", {}, OptionKind::block, 0, 0, nullptr, "(none: a single node)",
      "replicate the fuzzy store on NATS JetStream (docs/cluster.md): servers (nats:// URLs), "
-     "node (this node's name), stream, replicas, creds",
+     "node (this node's name), stream, replicas, creds, ready_lag",
      {}, apply_cluster, show_cluster},
 };
 

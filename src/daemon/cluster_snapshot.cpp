@@ -13,7 +13,9 @@ namespace shingled {
 namespace {
 
 constexpr size_t kRestoreBatch = 20'000;  // records per durable transaction
-constexpr std::string_view kSeedKey = "digest_seed";  // the cluster record that is not a position
+// The cluster records that are not a shard's position.
+constexpr std::string_view kSeedKey = "digest_seed";
+constexpr std::string_view kBootstrapKey = "bootstrap";  // a bootstrap under way: the snapshot's id
 
 cluster::NatsEndpoint endpoint_of(const ClusterConfig& cluster, const std::string& name) {
   cluster::NatsEndpoint e;
@@ -26,9 +28,9 @@ cluster::NatsEndpoint endpoint_of(const ClusterConfig& cluster, const std::strin
 }  // namespace
 
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           cluster::SnapshotManifest& out, std::string& error) {
+                           unsigned shards, cluster::SnapshotManifest& out, std::string& error) {
   cluster::SnapshotStore store;
-  if (!store.open(endpoint_of(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, error)) {
+  if (!store.open(endpoint_of(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, true, error)) {
     return false;
   }
   std::random_device rd;
@@ -38,17 +40,27 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   out.id = node + "-" + std::to_string(out.created) + "-" + std::to_string(rd() % 1'000'000);
   std::string put_error;
   cluster::SnapshotWriter writer([&](const std::string& chunk) {
-    return store.put_chunk(out.id, writer.chunks() - 1, chunk, put_error);
+    uint64_t sequence = 0;
+    if (!store.put_chunk(out.id, writer.chunks() - 1, chunk, sequence, put_error)) return false;
+    if (out.first_chunk_sequence == 0) out.first_chunk_sequence = sequence;
+    return true;
   });
-  // The least advanced shard's position; a database with no position
-  // record at all needs the stream from its start.
-  uint64_t lowest = UINT64_MAX;
+  // The least advanced shard's position: a node started from the
+  // snapshot reads the stream from one past it. Every shard must have one,
+  // or the node would read from the stream's start (which may be gone).
+  uint64_t lowest = UINT64_MAX, positions = 0;
   bool refused = false;
   const bool read = env.for_each_of_types(
       {RecordType::fuzzy, RecordType::cluster},
       [&](RecordType type, std::string_view key, std::string_view value) {
-        if (type == RecordType::cluster && key != kSeedKey && value.size() == 8) {
+        if (type == RecordType::cluster && key != kSeedKey && key != kBootstrapKey && value.size() == 8) {
           lowest = std::min(lowest, load_le64(reinterpret_cast<const uint8_t*>(value.data())));
+          ++positions;
+        }
+        if (type == RecordType::cluster && key == kBootstrapKey) {
+          refused = true;
+          put_error = "this database holds an interrupted bootstrap";
+          return false;
         }
         if (!writer.add(uint8_t(type), key, value)) {
           refused = true;
@@ -58,6 +70,12 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
       },
       error);
   if (!read) return false;
+  if (!refused && positions != shards) {
+    error = "the database has stream positions for " + std::to_string(positions) + " of its " +
+            std::to_string(shards) + " shards (a worker that has applied no record yet has none): take the " +
+            "snapshot once every worker has applied records and the node has synced";
+    return false;
+  }
   if (refused || !writer.finish()) {
     error = put_error.empty() ? "a record does not fit a snapshot chunk" : put_error;
     return false;
@@ -66,8 +84,26 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   out.chunks = writer.chunks();
   out.bytes = writer.bytes();
   out.checksum = writer.checksum();
-  out.first_needed = lowest == UINT64_MAX ? 1 : lowest + 1;
+  out.first_needed = lowest + 1;
   return store.put_manifest(out, error);
+}
+
+bool interrupted_bootstrap(LmdbEnvironment& env, std::string& snapshot, std::string& error) {
+  snapshot.clear();
+  const std::string to = std::string(kBootstrapKey) + '\0';
+  bool found = false;
+  if (!env.for_each_in_range(
+          RecordType::cluster, kBootstrapKey, to,
+          [&](std::string_view, std::string_view value) {
+            snapshot = std::string(value);
+            found = true;
+            return false;
+          },
+          error)) {
+    return false;
+  }
+  if (found && snapshot.empty()) snapshot = "?";
+  return true;
 }
 
 bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster,
@@ -75,14 +111,21 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
   restored = false;
   cluster::SnapshotStore store;
   if (!store.open(endpoint_of(cluster, "shingled " + cluster.node + " bootstrap"), cluster.stream, cluster.replicas,
-                  error)) {
+                  false, error)) {
     return false;
   }
   bool found = false;
   if (!store.latest(out, found, error)) return false;
   if (!found) return true;
+  // Written durably before any record and deleted with the last batch, once
+  // every chunk checked out: a bootstrap cut short (a crash, a lost server,
+  // a bad chunk) leaves it, and the next start refuses the half-filled
+  // database (interrupted_bootstrap).
+  const Change mark{RecordType::cluster, false, kBootstrapKey, out.id};
+  if (!env.apply(&mark, 1, env.last_sync(), error)) return false;
   struct Record {
     RecordType type;
+    bool erase;
     std::string key, value;
   };
   std::vector<Record> pending;
@@ -90,7 +133,7 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
   auto write_pending = [&]() {
     std::vector<Change> changes;
     changes.reserve(pending.size());
-    for (const Record& r : pending) changes.push_back(Change{r.type, false, r.key, r.value});
+    for (const Record& r : pending) changes.push_back(Change{r.type, r.erase, r.key, r.value});
     const bool ok = changes.empty() || env.apply(changes.data(), changes.size(), env.last_sync(), write_error);
     pending.clear();
     return ok;
@@ -104,7 +147,8 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
             chunk, index++,
             [&](uint8_t type, std::string_view key, std::string_view value) {
               if (type != uint8_t(RecordType::fuzzy) && type != uint8_t(RecordType::cluster)) return false;
-              pending.push_back(Record{RecordType(type), std::string(key), std::string(value)});
+              if (type == uint8_t(RecordType::cluster) && key == kBootstrapKey) return false;
+              pending.push_back(Record{RecordType(type), false, std::string(key), std::string(value)});
               ++records;
               return true;
             },
@@ -112,7 +156,7 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
         return ok && (pending.size() < kRestoreBatch || write_pending());
       },
       error);
-  if (!fetched || !write_pending()) {
+  if (!fetched) {
     if (!chunk_error.empty()) error += ": " + chunk_error;
     if (!write_error.empty()) error = write_error;
     error = "bootstrapping from snapshot " + out.id + ": " + error;
@@ -121,6 +165,11 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
   if (records != out.records) {
     error = "snapshot " + out.id + " holds " + std::to_string(records) + " records, its manifest says " +
             std::to_string(out.records);
+    return false;
+  }
+  pending.push_back(Record{RecordType::cluster, true, std::string(kBootstrapKey), std::string()});
+  if (!write_pending()) {
+    error = "bootstrapping from snapshot " + out.id + ": " + write_error;
     return false;
   }
   restored = true;

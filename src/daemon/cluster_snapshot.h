@@ -18,13 +18,18 @@ namespace shingled {
 // transaction, as its last sync left them, and stores them as the
 // cluster's latest snapshot. `env` may be open read-only beside the
 // running daemon.
+// `shards`: the node's shard count; every shard must have a position.
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           cluster::SnapshotManifest& out, std::string& error);
+                           unsigned shards, cluster::SnapshotManifest& out, std::string& error);
+
+// Whether `env` holds a bootstrap that did not finish (`snapshot`: its id,
+// "" when none).
+bool interrupted_bootstrap(LmdbEnvironment& env, std::string& snapshot, std::string& error);
 
 // For a node whose database holds no fuzzy and no cluster records: writes
 // the cluster's latest snapshot into `env` (durably, in batches), checked
-// against its manifest. restored = false, and nothing written, when the
-// cluster has none.
+// against its manifest, under a marker removed only when all is in.
+// restored = false, and nothing written, when the cluster has none.
 bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster,
                               cluster::SnapshotManifest& out, bool& restored, std::string& error);
 

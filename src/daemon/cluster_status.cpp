@@ -32,6 +32,7 @@ nlohmann::json status_of(const cluster::Replicator& r) {
       {"stream", v.stream},
       {"connected_server", v.connected_server},
       {"writable", r.writable()},
+      {"ready", r.ready()},
       {"leader", v.state.leader},
       {"clustered", v.state.clustered},
       {"looked", v.looked},
@@ -53,7 +54,8 @@ nlohmann::json status_of(const cluster::Replicator& r) {
       {"read_errors", s.read_errors.load()},
       {"missed", s.missed.load()},
       // Not built yet (docs/cluster.md): every node holds the whole fuzzy
-      // store; counters and buckets are not partitioned, nothing snapshots.
+      // store; counters and buckets are not partitioned. Snapshots are
+      // taken by `shinglectl cluster snapshot`, not tracked here.
       {"partitions", nlohmann::json::array()},
       {"last_snapshot", nullptr},
   };
@@ -99,8 +101,9 @@ std::string render_cluster_status_text(const Engine& engine) {
                 number("stream_bytes"), double(number("looked_ms_ago")) / 1000,
                 text("look_error").empty() ? "" : "; the last look failed: ", text("look_error").c_str());
   }
-  out += line("applied here: sequence %llu; lag %llu records, %llu s", number("applied_sequence"),
-              number("lag_records"), number("lag_seconds"));
+  out += line("applied here: sequence %llu; lag %llu records, %llu s%s", number("applied_sequence"),
+              number("lag_records"), number("lag_seconds"),
+              j["ready"].get<bool>() ? "" : " (CATCHING UP: CHECKs are dropped until the lag is under ready_lag)");
   out += line("replicas:");
   for (const auto& rep : j["replicas"]) {
     const std::string server = rep["server"].get<std::string>();
@@ -117,7 +120,7 @@ std::string render_cluster_status_text(const Engine& engine) {
               number("proposed"), number("stored"), number("given_up"), number("applied"), number("malformed"),
               number("read_errors"), number("missed"));
   out += line("partitions: none (counters and rate-limit buckets are not partitioned yet)");
-  out += line("last snapshot: none (snapshots are not built yet)");
+  out += line("last snapshot: not tracked by the daemon (shinglectl cluster snapshot takes them)");
   return out;
 }
 

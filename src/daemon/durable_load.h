@@ -31,7 +31,7 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
 
 // In a cluster: each fuzzy shard's last applied stream sequence (0: none),
 // as the last sync stored it with the records (8 bytes, little-endian, keyed
-// by the shard: FuzzyHandler::poll writes them). False, with the reason, for
+// by the shard: FuzzyHandler::poll and report_positions write them). False, with the reason, for
 // records that do not fit `shards`.
 bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
                             std::string& error);

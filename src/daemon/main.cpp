@@ -460,9 +460,10 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
 
 // The cluster's replicator (docs/cluster.md): every fuzzy WRITE and DEL
 // goes through the stream, and each record goes to the worker that owns its
-// digest's shard. Each shard's applied sequence is not kept yet, so a node
-// with data reads only what the stream gets from now on, and a node with an
-// empty database reads the whole stream.
+// digest's shard. Reading starts one past the least advanced shard's stored
+// position (each shard skips what it had); a node with hashes but no
+// positions (a single node's database) joins at the stream's end, and one
+// with an empty database reads the whole stream.
 std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engine& engine,
                                                       const std::atomic<bool>& workers_up,
                                                       LmdbEnvironment& env, std::string& error) {
@@ -487,6 +488,7 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.log.replicas = config.cluster.replicas;
   o.node = config.cluster.node;
   o.workers = engine.worker_count();
+  o.ready_lag = config.cluster.ready_lag;
   // Every worker's whole in-flight allowance may wait on JetStream at once.
   o.log.max_pending = unsigned(o.max_in_flight * o.workers);
   o.settings = "max_hashes " + std::to_string(engine.store().capacity()) + ", expire " +
@@ -522,11 +524,17 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   return replicator;
 }
 
-// Says why start-up stopped; the exit code.
 // A cluster node with an empty database starts from the cluster's latest
 // snapshot, if there is one, and then reads the stream from where it stops
 // (docs/cluster.md, "Bootstrap"); without one it reads the whole stream.
 bool bootstrap_if_empty(const Config& config, LmdbEnvironment& env, std::string& error) {
+  std::string cut_short;
+  if (!interrupted_bootstrap(env, cut_short, error)) return false;
+  if (!cut_short.empty()) {
+    error = config.hashfile + " holds a bootstrap from snapshot " + cut_short +
+            " that did not finish: remove the directory and start again (it bootstraps afresh)";
+    return false;
+  }
   if (env.count(RecordType::fuzzy) != 0 || env.count(RecordType::cluster) != 0) return true;
   cluster::SnapshotManifest m;
   bool restored = false;
@@ -543,6 +551,7 @@ bool bootstrap_if_empty(const Config& config, LmdbEnvironment& env, std::string&
   return true;
 }
 
+// Says why start-up stopped; the exit code.
 int fail_with(const std::string& error) {
   fprintf(stderr, "shingled: %s\n", error.c_str());
   return 1;

@@ -112,6 +112,7 @@ const PersistMetric kClusterMetrics[] = {
     {"lag_seconds", "cluster_lag_seconds", "gauge", "while behind, the age of the newest record applied here", 1},
     {"stream_leader", "cluster_stream_leader", "gauge", "1 when the stream has a leader (a quorum of NATS servers)", 1},
     {"writable", "cluster_writable", "gauge", "1 while WRITEs and DELs are taken (0: refused, no quorum)", 1},
+    {"ready", "cluster_ready", "gauge", "1 once the node caught up with the stream and answers CHECKs", 1},
 };
 
 // Each row of `rows` that `table` names, as its metric.

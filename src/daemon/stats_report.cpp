@@ -160,6 +160,7 @@ std::vector<PersistRow> collect_cluster(const Engine& engine) {
       {"lag_seconds", s.lag_seconds(unix_seconds_now())},
       {"stream_leader", s.stream_leader_known.load()},
       {"writable", s.writable.load()},
+      {"ready", s.ready.load()},
   };
 }
 

@@ -108,6 +108,7 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
       link_.replies.send(p, reply, reply_len);
       return;
     case FuzzyService::Disposition::check:
+      if (!serving_checks()) return;
       check_packets_[n_checks_++] = &p;  // kept: the request and seal stay in their slots
       return;
     case FuzzyService::Disposition::update:
@@ -118,6 +119,7 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
       if (owner == link_.self) {
         switch (service_.after_limit(charge(key, p.peer, now), req, seal, link_.ctx, reply, reply_len)) {
           case FuzzyService::Disposition::check:
+            if (!serving_checks()) return;
             check_packets_[n_checks_++] = &p;
             return;
           case FuzzyService::Disposition::reply:
@@ -245,6 +247,15 @@ bool FuzzyHandler::has_work() const {
          (link_.cluster->lane_has_records(link_.self) && !persistence_behind());
 }
 
+bool FuzzyHandler::serving_checks() {
+  if (link_.cluster == nullptr || link_.cluster->ready()) return true;
+  // Still reading the stream: an answer now would say "unknown" for what
+  // this node has not read yet. Dropped, so the client asks another server
+  // of its rule (or retries) instead of taking a wrong miss.
+  stats_.cluster_not_ready.add();
+  return false;
+}
+
 bool FuzzyHandler::persistence_behind() const {
   return link_.ctx.changes != nullptr && link_.ctx.changes->backed_up();
 }
@@ -291,9 +302,9 @@ void FuzzyHandler::queue_refresh(const CheckResult& hit, uint32_t now) {
     u.kind = cluster::UpdateKind::refresh;
     u.accept_time = now;
     std::memcpy(u.request.digest, hit.record.digest, sizeof u.request.digest);
-    // Refreshes may take half of the lane at most: a storm of hits on old
-    // records must not leave no room for the writes clients wait on.
-    const bool room = link_.cluster->in_flight(link_.self) < link_.cluster->lane_capacity() / 2;
+    // Refreshes may take half of the proposal ring at most: a storm of hits
+    // on old records must not leave no room for the writes clients wait on.
+    const bool room = link_.cluster->in_flight(link_.self) < link_.cluster->refresh_capacity();
     if (!room || !link_.cluster->propose(link_.self, kRefreshToken, u)) stats_.refreshes_dropped.add();
     return;
   }

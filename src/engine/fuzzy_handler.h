@@ -91,6 +91,9 @@ class FuzzyHandler final : public ServiceHandler {
   // This worker's change feed is backed up (sync_memory_limit reached while
   // a commit runs): no new proposals, no records applied.
   bool persistence_behind() const;
+  // In a cluster: false, and counted, while the node has not caught up with
+  // the stream (Replicator::ready): its CHECKs are dropped.
+  bool serving_checks();
 
   FuzzyService& service_;
   const uint8_t id_;

@@ -75,6 +75,7 @@ class Counter {
   X(cluster_proposed, "WRITE/DEL handed to the cluster's stream, answered on its outcome")   \
   X(cluster_refused, "WRITE/DEL refused at once (500): as many in flight as a worker holds") \
   X(cluster_unavailable, "WRITE/DEL refused at once (500): the cluster's stream has no leader") \
+  X(cluster_not_ready, "CHECKs dropped: the node has not caught up with the cluster's stream") \
   X(cluster_applied, "updates applied from the cluster's stream")                           \
   X(cluster_apply_full, "stream updates not stored here: the store was full")              \
   X(counter_requests, "counter requests accepted")                                          \

@@ -6,6 +6,7 @@
 //   cluster_log_probe --servers URL[,URL...] read FROM COUNT [--timeout-ms N]
 //   cluster_log_probe --servers URL[,URL...] state
 //   cluster_log_probe --servers URL[,URL...] --stream NAME --existing purge-below SEQ
+//   cluster_log_probe --servers URL[,URL...] --stream NAME catch-up LAG   (ready() only once caught up)
 //
 // --existing opens a stream as it is (a node's), never changing it.
 // Record i is a deterministic update (its index in the digest, so a reader
@@ -85,7 +86,7 @@ std::string json_text(const std::string& s) {
   fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--stream NAME] [--retry-ms N] [--rate N] "
                   "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state | "
                   "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] | "
-                  "fill-ring RING | --existing purge-below SEQ\n");
+                  "fill-ring RING | catch-up LAG | --existing purge-below SEQ\n");
   exit(2);
 }
 
@@ -167,13 +168,14 @@ int read(JetStreamLog& log, uint64_t from, uint64_t count, int timeout_ms) {
         first_wrong = "sequence " + std::to_string(seq) + ": " +
                       (d == UpdateDecode::ok ? std::string("not the record its digest names") : update_decode_name(d));
       }
-      return;
+      return true;
     }
     if (seen.size() <= i) seen.resize(i + 1);
     if (seen[i]) ++repeated;
     seen[i] = true;
     lowest = std::min(lowest, i);
     highest = std::max(highest, i);
+    return true;
   };
   while (n < count) {
     const int got = log.read(on_record, int(std::min<uint64_t>(count - n, 512)), timeout_ms, error);
@@ -277,6 +279,43 @@ int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, 
              : 1;
 }
 
+// A node reading a stream of `last` records from its start, slowly (50 us
+// a record), with ready_lag `lag`: ready() must stay false while more than
+// `lag` records are unread, and turn true once it has caught up.
+int catch_up(ReplicatorOptions options, uint64_t lag, int timeout_ms) {
+  options.read_from = 1;
+  options.ready_lag = lag;
+  Replicator rep;
+  std::string error;
+  if (!rep.start(options, [](uint64_t, const ReplicatedUpdate&) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }, error)) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  uint64_t early = 0, not_ready_samples = 0, ready_at = 0, last = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const uint64_t applied = rep.stats().applied.load();
+    last = rep.stats().stream_last.load();
+    if (rep.ready()) {
+      if (ready_at == 0) ready_at = applied;
+      if (last != 0 && applied + lag + 2 < last) ++early;  // ready while still far behind
+      if (applied >= last && last != 0) break;
+    } else {
+      ++not_ready_samples;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool ready = rep.ready();
+  rep.stop();
+  printf("{\"last\":%llu,\"ready\":%s,\"ready_seen_at_applied\":%llu,\"not_ready_samples\":%llu,"
+         "\"ready_too_early\":%llu}\n",
+         (unsigned long long)last, ready ? "true" : "false", (unsigned long long)ready_at,
+         (unsigned long long)not_ready_samples, (unsigned long long)early);
+  return ready && early == 0 && not_ready_samples > 0 && ready_at + lag + 2 >= last ? 0 : 1;
+}
+
 // A worker that proposes without taking its outcomes is refused once its
 // lane holds `ring` updates in flight, at once and without blocking.
 int fill_ring(ReplicatorOptions options, uint64_t ring) {
@@ -353,13 +392,17 @@ int main(int argc, char** argv) {
   options.retry_for_ms = unsigned(retry_ms);
   options.replicas = int(replicas);
   const std::vector<std::string>& rest = cl.words;
-  if (!rest.empty() && (rest[0] == "replicate" || rest[0] == "fill-ring") && !options.servers.empty()) {
+  if (!rest.empty() && (rest[0] == "replicate" || rest[0] == "fill-ring" || rest[0] == "catch-up") &&
+      !options.servers.empty()) {
     ReplicatorOptions ro;
     ro.log = options;
     ro.node = "probe";
     ro.read_from = read_from;
     ro.ring_capacity = ring;
     if (rest[0] == "fill-ring" && rest.size() == 2) return fill_ring(ro, strtoull(rest[1].c_str(), nullptr, 10));
+    if (rest[0] == "catch-up" && rest.size() == 2) {
+      return catch_up(ro, strtoull(rest[1].c_str(), nullptr, 10), int(timeout_ms));
+    }
     if (rest[0] == "replicate" && rest.size() == 4) {
       ro.workers = unsigned(strtoul(rest[1].c_str(), nullptr, 10));
       const uint64_t count = strtoull(rest[3].c_str(), nullptr, 10);

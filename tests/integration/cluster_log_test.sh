@@ -162,5 +162,10 @@ out=$("$probe" "${repl[@]}" --read-from 10001 --expect-applied 11000 replicate 2
   fail replicator_catches_up_from_its_next_sequence "rc=$rc $out"
 out=$("$probe" "${repl[@]}" fill-ring 8); rc=$?
 [ $rc -eq 0 ] && pass "replicator_full_lane_refuses_at_once ($out)" || fail replicator_full_lane_refuses_at_once "rc=$rc $out"
+# A node reading the 21,000 records from the start, slowly, with ready_lag
+# 100: not ready (its CHECKs dropped) while further behind, ready once
+# caught up.
+out=$("$probe" "${repl[@]}" --timeout-ms 20000 catch-up 100); rc=$?
+[ $rc -eq 0 ] && pass "replicator_ready_only_once_caught_up ($out)" || fail replicator_ready_only_once_caught_up "rc=$rc $out"
 
 finish

@@ -114,7 +114,7 @@ CONF
   netns_prefix "$(ns_of "$n")"
   "${pre[@]}" "$shingled" --config "$tmp/$n/shingled.conf" >>"$tmp/$n/daemon.log" 2>&1 &
   node_pid[$n]=$!
-  for _ in $(seq 300); do
+  for _ in $(seq 600); do
     "$ctl" --socket "$tmp/$n/ctl.sock" ping >/dev/null 2>&1 && return 0
     kill -0 "${node_pid[$n]}" 2>/dev/null || break
     sleep 0.05
@@ -127,18 +127,22 @@ node_stats() { "$ctl" --socket "$tmp/$1/ctl.sock" stats --json; }
 applied() {  # name: updates the node applied from the stream, all workers
   node_stats "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"].get("cluster_applied", -1))'
 }
-until_applied() {  # name count [seconds]: waits (10 s by default) for the node to have applied count updates
-  for _ in $(seq $((${3:-10} * 20))); do
-    [ "$(applied "$1")" -ge "$2" ] 2>/dev/null && return 0
+# until_applied name count [seconds]: waits (10 s by default) for the node to
+# have applied count updates, and to answer CHECKs (it drops them until a
+# look at the stream, once a second, finds it caught up: ready_lag).
+until_applied() {
+  local i
+  for i in $(seq $((${3:-10} * 20))); do
+    [ "$(applied "$1")" -ge "$2" ] 2>/dev/null && [ "$(cluster_figure "$1" ready)" = 1 ] && return 0
     sleep 0.05
   done
   return 1
 }
-caught_up() {  # name at_least: the node applied the stream to its last sequence, at least at_least
+caught_up() {  # name at_least: the node applied the stream to its last sequence, at least at_least, and serves
   local last applied
   last=$(cluster_figure "$1" stream_last_sequence)
   applied=$(cluster_figure "$1" last_applied)
-  [ "$last" -ge "$2" ] 2>/dev/null && [ "$applied" = "$last" ]
+  [ "$last" -ge "$2" ] 2>/dev/null && [ "$applied" = "$last" ] && [ "$(cluster_figure "$1" ready)" = 1 ]
 }
 # same_dumps NODE...: syncs each node and dumps its database to $tmp/NODE.dump;
 # true when all are identical (prints the record count, or what differs).

@@ -862,6 +862,8 @@ TEST(ConfigCluster, a_block_with_servers_and_node_turns_the_cluster_on) {
   EXPECT_EQ(listed.cluster.servers, (std::vector<std::string>{"nats://a:1", "nats://b:2"}));
   EXPECT_EQ(one.cluster.replicas, 3);
   EXPECT_EQ(one.cluster.stream, "SHINGLED_FUZZY");
+  EXPECT_EQ(one.cluster.ready_lag, 1000u);
+  EXPECT_EQ(load_ok("cluster { servers = \"nats://a:1\"; node = n1; ready_lag = 0; }\n").cluster.ready_lag, 0u);
 }
 
 TEST(ConfigCluster, a_bad_cluster_block_is_refused_at_its_line) {
@@ -878,6 +880,8 @@ TEST(ConfigCluster, a_bad_cluster_block_is_refused_at_its_line) {
                "unknown option 'leader'");
   expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  node = n2;\n}\n", 4, "set twice");
   expect_error("cluster = 3;\n", 1, "must be a block");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  ready_lag = -1;\n}\n", 4, "ready_lag");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  ready_lag = 1e10;\n}\n", 4, "ready_lag");
 }
 
 }  // namespace
