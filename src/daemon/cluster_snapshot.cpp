@@ -1,7 +1,14 @@
 // A cluster node's snapshots (see cluster_snapshot.h).
 #include "daemon/cluster_snapshot.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -38,12 +45,32 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   out.node = node;
   out.created = unix_seconds_now();
   out.id = node + "-" + std::to_string(out.created) + "-" + std::to_string(rd() % 1'000'000);
+  // The chunks go to a spool file first and to the cluster after the read
+  // transaction ends: a transaction held open while a slow cluster acks
+  // chunk after chunk would keep the running daemon from reusing freed
+  // pages, and its database file would grow meanwhile. The spool sits
+  // beside the database (a temp dir may be too small), unlinked at once.
+  std::string spool_path = env.path() + ".snapshot-XXXXXX";
+  const int spool_fd = mkstemp(spool_path.data());
+  if (spool_fd < 0) {
+    error = "a spool file beside " + env.path() + ": " + strerror(errno);
+    return false;
+  }
+  unlink(spool_path.c_str());
+  const std::unique_ptr<FILE, int (*)(FILE*)> spool_file(fdopen(spool_fd, "w+b"), fclose);
+  FILE* spool = spool_file.get();
+  if (spool == nullptr) {
+    close(spool_fd);
+    error = std::string("the spool file: ") + strerror(errno);
+    return false;
+  }
   std::string put_error;
   cluster::SnapshotWriter writer([&](const std::string& chunk) {
-    uint64_t sequence = 0;
-    if (!store.put_chunk(out.id, writer.chunks() - 1, chunk, sequence, put_error)) return false;
-    if (out.first_chunk_sequence == 0) out.first_chunk_sequence = sequence;
-    return true;
+    uint8_t len[8];
+    store_le64(len, chunk.size());
+    if (fwrite(len, 1, 8, spool) == 8 && fwrite(chunk.data(), 1, chunk.size(), spool) == chunk.size()) return true;
+    put_error = "writing the spool file: " + std::string(strerror(errno));
+    return false;
   });
   // The least advanced shard's position: a node started from the
   // snapshot reads the stream from one past it. Every shard must have one,
@@ -79,6 +106,28 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   if (refused || !writer.finish()) {
     error = put_error.empty() ? "a record does not fit a snapshot chunk" : put_error;
     return false;
+  }
+  // The read transaction is over: the chunks to the cluster.
+  std::string chunk;
+  rewind(spool);
+  if (fflush(spool) != 0) {
+    error = std::string("writing the spool file: ") + strerror(errno);
+    return false;
+  }
+  for (uint64_t i = 0; i < writer.chunks(); ++i) {
+    uint8_t len[8];
+    if (fread(len, 1, 8, spool) != 8 || load_le64(len) > 2 * cluster::kSnapshotChunkBytes) {
+      error = "reading the spool file back: chunk " + std::to_string(i);
+      return false;
+    }
+    chunk.resize(load_le64(len));
+    if (fread(chunk.data(), 1, chunk.size(), spool) != chunk.size()) {
+      error = "reading the spool file back: chunk " + std::to_string(i);
+      return false;
+    }
+    uint64_t sequence = 0;
+    if (!store.put_chunk(out.id, i, chunk, sequence, error)) return false;
+    if (out.first_chunk_sequence == 0) out.first_chunk_sequence = sequence;
   }
   out.records = writer.records();
   out.chunks = writer.chunks();
