@@ -36,10 +36,6 @@ cluster::NatsEndpoint endpoint_of(const ClusterConfig& cluster, const std::strin
 
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
                            unsigned shards, cluster::SnapshotManifest& out, std::string& error) {
-  cluster::SnapshotStore store;
-  if (!store.open(endpoint_of(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, true, error)) {
-    return false;
-  }
   std::random_device rd;
   out = cluster::SnapshotManifest{};
   out.node = node;
@@ -108,6 +104,10 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
     return false;
   }
   // The read transaction is over: the chunks to the cluster.
+  cluster::SnapshotStore store;
+  if (!store.open(endpoint_of(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, true, error)) {
+    return false;
+  }
   std::string chunk;
   rewind(spool);
   if (fflush(spool) != 0) {
