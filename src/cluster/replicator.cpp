@@ -144,9 +144,7 @@ bool Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
   Lane& lane = *lanes_[owner];
   Applied* slot = lane.applies.reserve();
   if (slot == nullptr) {
-    parked_ = Applied{sequence, u};
-    parked_owner_ = owner;
-    has_parked_ = true;
+    parked_ = Parked{Applied{sequence, u}, owner};
     if (options_.wake) options_.wake(owner);
     return false;
   }
@@ -158,17 +156,17 @@ bool Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
 
 // The parked record, if its owner has room now.
 bool Replicator::unpark() {
-  if (!has_parked_) return true;
-  Lane& lane = *lanes_[parked_owner_];
+  if (!parked_) return true;
+  Lane& lane = *lanes_[parked_->owner];
   Applied* slot = lane.applies.reserve();
   if (slot == nullptr) {
-    if (options_.wake) options_.wake(parked_owner_);
+    if (options_.wake) options_.wake(parked_->owner);
     return false;
   }
-  *slot = parked_;
+  *slot = parked_->record;
   lane.applies.commit();
   lane.touched = true;
-  has_parked_ = false;
+  parked_.reset();
   return true;
 }
 

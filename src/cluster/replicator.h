@@ -36,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,9 +213,11 @@ class Replicator {
   std::string id_prefix_;
   uint64_t next_id_ = 0;
   uint64_t read_next_ = 1;         // the sequence the next record should have
-  Applied parked_{};               // read, but its owner's lane was full (has_parked_)
-  unsigned parked_owner_ = 0;
-  bool has_parked_ = false;
+  struct Parked {
+    Applied record;
+    unsigned owner;
+  };
+  std::optional<Parked> parked_;   // read, but its owner's lane was full
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
   uint64_t last_record_ms_ = 0;    // when the last record was read (or reading restarted)
   void restart_stalled_read();

@@ -4,6 +4,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstring>
 
@@ -58,6 +60,14 @@ bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& 
     if (key == "id" || key == "node") {
       if (value.empty() || value.size() > 128) {
         error = "manifest " + std::string(key) + ": empty or longer than 128 characters";
+        return false;
+      }
+      // The id names the subject its chunks are read from: a '.', '*' or
+      // '>' in it would read other subjects' messages as this snapshot's.
+      if (key == "id" && !std::all_of(value.begin(), value.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+          })) {
+        error = "manifest id: only letters, digits, '-' and '_' may name its chunks' subject";
         return false;
       }
       (key == "id" ? out.id : out.node) = std::string(value);

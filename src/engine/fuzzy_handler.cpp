@@ -148,36 +148,34 @@ void FuzzyHandler::accept(const RxPacket& p, const LoopClock& now) {
 
 void FuzzyHandler::propose_update(const RxPacket& p, const ReplySeal& seal, const fuzzy::Request& req,
                                   const LoopClock& now) {
-  uint8_t reply[kMaxReply];
-  if (persistence_behind()) {
-    // As on a single node (FuzzyService::apply_update): refused, so the
-    // records this node must apply wait in the stream, not in memory.
-    stats_.write_deferred.add();
+  // Every refusal is the same 500 a full store gets (rspamd logs it and the
+  // learn can be retried); only the counter that says why differs.
+  const auto refuse = [&](Counter& why) {
+    why.add();
+    uint8_t reply[kMaxReply];
     link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
-    return;
-  }
-  if (!link_.cluster->writable()) {
-    // No quorum: a clear 500 now rather than one after the retry window
-    // (the client's timeout is shorter). Reads are answered as ever.
-    stats_.cluster_unavailable.add();
-    link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
-    return;
-  }
+  };
+  // As on a single node (FuzzyService::apply_update): refused, so the
+  // records this node must apply wait in the stream, not in memory.
+  if (persistence_behind()) return refuse(stats_.write_deferred);
+  // No quorum: a clear 500 now rather than one after the retry window (the
+  // client's timeout is shorter). Reads are answered as ever.
+  if (!link_.cluster->writable()) return refuse(stats_.cluster_unavailable);
   cluster::ReplicatedUpdate u;
   u.kind = req.cmd == fuzzy::kDel ? cluster::UpdateKind::del : cluster::UpdateKind::write;
   u.accept_time = now.unix_seconds;
   u.request = req;
-  if (!free_held_.empty() && link_.cluster->propose(link_.self, free_held_.back(), u)) {
-    Update& h = held_[free_held_.back()];
-    free_held_.pop_back();
-    h.from.set(p, link_.self);
-    h.seal = seal;
-    h.request = req;
-    stats_.cluster_proposed.add();
-    return;
+  // No free slot for the answer, or the lane is full: the stream is behind,
+  // and the client may retry.
+  if (free_held_.empty() || !link_.cluster->propose(link_.self, free_held_.back(), u)) {
+    return refuse(stats_.cluster_refused);
   }
-  stats_.cluster_refused.add();  // the client may retry; the stream is behind
-  link_.replies.send(p, reply, service_.accepted_update_reply(req, seal, false, link_.ctx, reply));
+  Update& h = held_[free_held_.back()];
+  free_held_.pop_back();
+  h.from.set(p, link_.self);
+  h.seal = seal;
+  h.request = req;
+  stats_.cluster_proposed.add();
 }
 
 bool FuzzyHandler::poll(const LoopClock& now) {
@@ -220,11 +218,7 @@ bool FuzzyHandler::poll(const LoopClock& now) {
       stats_.cluster_apply_full.add();
     }
     stats_.cluster_applied.add();
-    if (link_.feed != nullptr) {
-      std::string v(8, '\0');
-      store_le64(reinterpret_cast<uint8_t*>(v.data()), sequence);
-      link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
-    }
+    if (link_.feed != nullptr) push_position(shard, sequence);
   }
   return any;
 }
@@ -235,10 +229,14 @@ void FuzzyHandler::report_positions(uint64_t epoch) {
   for (unsigned shard = 0; shard < applied_.size(); ++shard) {
     if (applied_[shard] >= lane_sequence_ || link_.shards.owner_of(shard) != link_.self) continue;
     applied_[shard] = lane_sequence_;
-    std::string v(8, '\0');
-    store_le64(reinterpret_cast<uint8_t*>(v.data()), lane_sequence_);
-    link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
+    push_position(shard, lane_sequence_);
   }
+}
+
+void FuzzyHandler::push_position(unsigned shard, uint64_t sequence) {
+  std::string v(8, '\0');
+  store_le64(reinterpret_cast<uint8_t*>(v.data()), sequence);
+  link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
 }
 
 bool FuzzyHandler::has_work() const {

@@ -128,6 +128,9 @@ class FuzzyHandler final : public ServiceHandler {
   uint64_t lane_sequence_ = 0;
   uint64_t positions_reported_ = 0;  // the sync epoch they were last written for
   void report_positions(uint64_t epoch);
+  // Puts shard `shard`'s position, `sequence`, into the change feed (the
+  // `cluster` record durable_load reads back at start).
+  void push_position(unsigned shard, uint64_t sequence);
   // Feed changes one applied record makes, at most, with its position.
   static constexpr size_t kChangesPerApply = 8;
 };

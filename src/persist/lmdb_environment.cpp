@@ -570,6 +570,29 @@ bool LmdbEnvironment::begin_read(MDB_txn** txn, std::string& error) {
   return true;
 }
 
+LmdbEnvironment::Walk LmdbEnvironment::walk(
+    MDB_txn* txn, RecordType type, std::string_view from, std::string_view to,
+    const std::function<bool(std::string_view key, std::string_view value)>& fn, std::string& error) {
+  CursorGuard cur;
+  int rc = mdb_cursor_open(txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
+  if (rc != 0) {
+    cur.cursor = nullptr;
+    error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
+    return Walk::failed;
+  }
+  MDB_val k = as_val(from), v;
+  for (rc = mdb_cursor_get(cur.cursor, &k, &v, from.empty() ? MDB_FIRST : MDB_SET_RANGE);
+       rc == 0; rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
+    if (!to.empty() && as_view(k) >= to) return Walk::stopped;
+    if (!fn(as_view(k), as_view(v))) return Walk::stopped;
+  }
+  if (rc != MDB_NOTFOUND) {
+    error = mdb_fail(path_, std::string("reading ") + record_type_name(type), rc);
+    return Walk::failed;
+  }
+  return Walk::ended;
+}
+
 bool LmdbEnvironment::for_each_of_types(
     std::initializer_list<RecordType> types,
     const std::function<bool(RecordType type, std::string_view key, std::string_view value)>& fn,
@@ -581,27 +604,17 @@ bool LmdbEnvironment::for_each_of_types(
     }
     TxnGuard txn;
     if (!begin_read(&txn.txn, error)) return false;
-    int rc = 0;
     for (const RecordType type : types) {
       if (!valid_type(type)) {
         error = path_ + ": unknown record type " + std::to_string(static_cast<unsigned>(type));
         return false;
       }
       if (!type_present_[static_cast<unsigned>(type)]) continue;
-      CursorGuard cur;
-      rc = mdb_cursor_open(txn.txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
-      if (rc != 0) {
-        cur.cursor = nullptr;
-        error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
-        return false;
-      }
-      MDB_val k, v;
-      for (rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
-        if (!fn(type, as_view(k), as_view(v))) return true;
-      }
-      if (rc != MDB_NOTFOUND) {
-        error = mdb_fail(path_, std::string("reading ") + record_type_name(type), rc);
-        return false;
+      const auto of_type = [&](std::string_view key, std::string_view value) { return fn(type, key, value); };
+      switch (walk(txn.txn, type, std::string_view(), std::string_view(), of_type, error)) {
+        case Walk::ended: continue;
+        case Walk::stopped: return true;
+        case Walk::failed: return false;
       }
     }
     return true;
@@ -627,25 +640,7 @@ bool LmdbEnvironment::for_each_in_range(
     if (!type_present_[static_cast<unsigned>(type)]) return true;  // no such database: empty
     TxnGuard txn;
     if (!begin_read(&txn.txn, error)) return false;
-    int rc = 0;
-    CursorGuard cur;
-    rc = mdb_cursor_open(txn.txn, type_dbi_[static_cast<unsigned>(type)], &cur.cursor);
-    if (rc != 0) {
-      cur.cursor = nullptr;
-      error = mdb_fail(path_, std::string("opening a cursor on ") + record_type_name(type), rc);
-      return false;
-    }
-    MDB_val k = as_val(from), v;
-    for (rc = mdb_cursor_get(cur.cursor, &k, &v, from.empty() ? MDB_FIRST : MDB_SET_RANGE);
-         rc == 0; rc = mdb_cursor_get(cur.cursor, &k, &v, MDB_NEXT)) {
-      if (!to.empty() && as_view(k) >= to) return true;
-      if (!fn(as_view(k), as_view(v))) return true;
-    }
-    if (rc != MDB_NOTFOUND) {
-      error = mdb_fail(path_, std::string("reading ") + record_type_name(type), rc);
-      return false;
-    }
-    return true;
+    return walk(txn.txn, type, from, to, fn, error) != Walk::failed;
   } catch (const std::exception& e) {
     error = path_ + ": for_each(" + record_type_name(type) + "): " + e.what();
     return false;

@@ -139,6 +139,13 @@ class LmdbEnvironment {
 
  private:
   bool begin_read(MDB_txn** txn, std::string& error);
+  // Calls fn for the records of `type` (valid and present) with keys in
+  // [from, to) inside `txn`: the one cursor walk behind for_each_in_range
+  // and for_each_of_types.
+  enum class Walk { ended, stopped, failed };
+  Walk walk(MDB_txn* txn, RecordType type, std::string_view from, std::string_view to,
+            const std::function<bool(std::string_view key, std::string_view value)>& fn,
+            std::string& error);
   bool take_writer_lock(std::string& error);
   bool check_or_create_schema(std::string& error);
   bool grow_map(std::string& error);

@@ -114,6 +114,11 @@ TEST(SnapshotCodec, manifests_round_trip_and_bad_ones_are_refused) {
   EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=a\nnode=a\nrecords=18446744073709551616\n", back, error));
   EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=a\nnode=a\nfirst_needed=0\n", back, error));
   EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=a\nnode=a\njunk\n", back, error));
+  // An id that would widen its chunks' subject filter.
+  EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=a.>\nnode=a\nfirst_needed=1\n", back, error));
+  EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=*\nnode=a\nfirst_needed=1\n", back, error));
+  EXPECT_FALSE(decode_manifest("shingled-snapshot 1\nid=a b\nnode=a\nfirst_needed=1\n", back, error));
+  EXPECT_TRUE(decode_manifest("shingled-snapshot 1\nid=n_1-2\nnode=a\nfirst_needed=1\n", back, error)) << error;
   EXPECT_TRUE(decode_manifest("shingled-snapshot 1\nid=a\nnode=a\nlater_field=x\n", back, error));  // a later format's field
 }
 
