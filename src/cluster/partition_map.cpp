@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <stdexcept>
 #include <utility>
 
+#include "cluster/field_text.h"
 #include "common/little_endian.h"
 
 namespace shingled::cluster {
@@ -15,9 +15,32 @@ namespace {
 
 constexpr std::string_view kLayoutMagic = "shingled-partitions 1";
 
-bool parse_whole(std::string_view value, uint64_t& out) {
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
-  return !value.empty() && ec == std::errc() && end == value.data() + value.size();
+// A comma-separated list of node names, sorted, without repeats.
+bool decode_members(std::string_view value, std::vector<std::string>& members, std::string& error) {
+  members.clear();
+  for (size_t start = 0; start <= value.size();) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    const std::string_view name = value.substr(start, comma - start);
+    if (!valid_member_name(name)) {
+      error = "layout members: \"" + std::string(name.substr(0, kMaxMemberName)) +
+              "\" is not a node name (1 to 64 letters, digits, '-' or '_')";
+      return false;
+    }
+    if (members.size() == kMaxMembers) {
+      error = "layout members: more than " + std::to_string(kMaxMembers);
+      return false;
+    }
+    members.emplace_back(name);
+    start = comma + 1;
+  }
+  std::sort(members.begin(), members.end());
+  const auto repeat = std::adjacent_find(members.begin(), members.end());
+  if (repeat != members.end()) {
+    error = "layout members: \"" + *repeat + "\" named twice";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -58,22 +81,9 @@ std::string encode_layout(const PartitionLayout& layout) {
 
 bool decode_layout(std::string_view text, PartitionLayout& out, std::string& error) {
   out = PartitionLayout{};
-  size_t at = text.find('\n');
-  if (at == std::string_view::npos || text.substr(0, at) != kLayoutMagic) {
-    error = "not a shingled partition layout (format 1)";
-    return false;
-  }
   bool has_partitions = false, has_replicas = false, has_members = false;
-  for (size_t from = at + 1; from < text.size(); from = at + 1) {
-    at = text.find('\n', from);
-    if (at == std::string_view::npos) at = text.size();
-    const std::string_view line = text.substr(from, at - from);
-    const size_t eq = line.find('=');
-    if (eq == std::string_view::npos) {
-      error = "layout line without '=': " + std::string(line.substr(0, 40));
-      return false;
-    }
-    const std::string_view key = line.substr(0, eq), value = line.substr(eq + 1);
+  const bool read = read_fields(text, kLayoutMagic, "not a shingled partition layout (format 1)", "layout", error,
+                                [&](std::string_view key, std::string_view value) {
     if (key == "partitions" || key == "replicas") {
       uint64_t v = 0;
       const uint64_t max = key == "partitions" ? kMaxPartitions : kMaxReplicas;
@@ -84,32 +94,12 @@ bool decode_layout(std::string_view text, PartitionLayout& out, std::string& err
       (key == "partitions" ? out.partitions : out.replicas) = uint32_t(v);
       (key == "partitions" ? has_partitions : has_replicas) = true;
     } else if (key == "members") {
-      out.members.clear();
-      for (size_t start = 0; start <= value.size();) {
-        size_t comma = value.find(',', start);
-        if (comma == std::string_view::npos) comma = value.size();
-        const std::string_view name = value.substr(start, comma - start);
-        if (!valid_member_name(name)) {
-          error = "layout members: \"" + std::string(name.substr(0, kMaxMemberName)) +
-                  "\" is not a node name (1 to 64 letters, digits, '-' or '_')";
-          return false;
-        }
-        if (out.members.size() == kMaxMembers) {
-          error = "layout members: more than " + std::to_string(kMaxMembers);
-          return false;
-        }
-        out.members.emplace_back(name);
-        start = comma + 1;
-      }
-      std::sort(out.members.begin(), out.members.end());
-      const auto repeat = std::adjacent_find(out.members.begin(), out.members.end());
-      if (repeat != out.members.end()) {
-        error = "layout members: \"" + *repeat + "\" named twice";
-        return false;
-      }
+      if (!decode_members(value, out.members, error)) return false;
       has_members = true;
     }
-  }
+    return true;  // other keys: a later format's additions
+  });
+  if (!read) return false;
   if (!has_partitions || !has_replicas || !has_members) {
     error = "layout without its partitions, replicas or members";
     return false;

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstring>
 
+#include "cluster/field_text.h"
 #include "common/little_endian.h"
 
 namespace shingled::cluster {
@@ -41,22 +41,9 @@ std::string encode_manifest(const SnapshotManifest& m) {
 
 bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& error) {
   out = SnapshotManifest{};
-  size_t at = text.find('\n');
-  if (at == std::string_view::npos || text.substr(0, at) != kManifestMagic) {
-    error = "not a shingled snapshot manifest (format 1)";
-    return false;
-  }
   unsigned seen = 0;
-  for (size_t from = at + 1; from < text.size(); from = at + 1) {
-    at = text.find('\n', from);
-    if (at == std::string_view::npos) at = text.size();
-    const std::string_view line = text.substr(from, at - from);
-    const size_t eq = line.find('=');
-    if (eq == std::string_view::npos) {
-      error = "manifest line without '=': " + std::string(line.substr(0, 40));
-      return false;
-    }
-    const std::string_view key = line.substr(0, eq), value = line.substr(eq + 1);
+  const bool read = read_fields(text, kManifestMagic, "not a shingled snapshot manifest (format 1)", "manifest",
+                                error, [&](std::string_view key, std::string_view value) {
     if (key == "id" || key == "node") {
       if (value.empty() || value.size() > 128) {
         error = "manifest " + std::string(key) + ": empty or longer than 128 characters";
@@ -72,7 +59,7 @@ bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& 
       }
       (key == "id" ? out.id : out.node) = std::string(value);
       seen |= key == "id" ? 1 : 2;
-      continue;
+      return true;
     }
     uint64_t* field = key == "created"        ? &out.created
                       : key == "records"      ? &out.records
@@ -82,14 +69,15 @@ bool decode_manifest(std::string_view text, SnapshotManifest& out, std::string& 
                       : key == "first_needed" ? &out.first_needed
                       : key == "first_chunk_sequence" ? &out.first_chunk_sequence
                                               : nullptr;
-    if (field == nullptr) continue;  // a later format's addition
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
-    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+    if (field == nullptr) return true;  // a later format's addition
+    if (!parse_whole(value, *field)) {
       error = "manifest " + std::string(key) + ": not a whole number";
       return false;
     }
     seen |= 4;
-  }
+    return true;
+  });
+  if (!read) return false;
   if ((seen & 3) != 3 || out.first_needed == 0) {
     error = "manifest without its id, node or first needed sequence";
     return false;
