@@ -1,0 +1,84 @@
+// Counter calls in the form they travel on a partition's subject of the
+// cluster's state stream (docs/cluster.md, "Counters and rate-limit
+// buckets"): the calls one node took for one partition within a short
+// window, with the node's time, in one message. Every replica of the
+// partition applies them in stream order; only the node that took them
+// answers, so each call also carries where its answer goes on that node
+// (its run id, the worker, the request's slot and the entry's index).
+// A pure codec over bytes: fixed layout, little-endian, a decoder that
+// checks every field (a stream is input like any other).
+//
+// Header, 24 bytes:
+//   0  format (kCounterRecordFormat)   1  kind (kCounterRecordKind)
+//   2  calls, u16 (1..kMaxCounterCalls) 4  partition, u32
+//   8  accept time, u64, Unix milliseconds at the accepting node
+//   16 origin, u64: the accepting node's run id (drawn at its start)
+// Then each call, 40 bytes:
+//   0  prefix hash, u64               8  shingle, u64 (the unique one with a pair)
+//   16 pair shingle, u64 (0 without)  24 delta, u32 (0 for a read)
+//   28 type, u16                      30 flags: 1 increment, 2 read, 4 pair
+//   31 entry index in its request     32 worker, u16   34 slot, u16
+//   36 reserved, u32 (0)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "store/counter_store.h"
+
+namespace shingled::cluster {
+
+inline constexpr uint8_t kCounterRecordFormat = 1;
+inline constexpr uint8_t kCounterRecordKind = 1;
+inline constexpr size_t kCounterRecordHeader = 24;
+inline constexpr size_t kCounterCallSize = 40;
+inline constexpr size_t kMaxCounterCalls = 1024;  // a message under 41 KB
+inline constexpr size_t kMaxCounterRecord = kCounterRecordHeader + kMaxCounterCalls * kCounterCallSize;
+// Accept times past this (year 5138, in milliseconds) are refused.
+inline constexpr uint64_t kMaxAcceptTimeMs = 100'000'000'000'000;
+
+// Where a call's answer goes on the node that took it.
+struct CallReturn {
+  uint16_t worker = 0;
+  uint16_t slot = 0;
+  uint8_t index = 0;  // the entry's position in its request (< 64)
+};
+
+struct CounterCall {
+  CounterOp op;
+  CallReturn back;
+};
+
+struct CounterRecordHeader {
+  uint32_t partition = 0;
+  uint64_t accept_ms = 0;
+  uint64_t origin = 0;
+  uint16_t calls = 0;
+};
+
+enum class CounterRecordDecode : uint8_t {
+  ok = 0,
+  too_short,     // fewer bytes than the header
+  bad_format,    // another format byte: a newer node's stream
+  bad_kind,      // not a counter record
+  bad_count,     // 0 calls, or more than kMaxCounterCalls
+  bad_length,    // not exactly the header and `calls` calls
+  bad_time,      // accept time past kMaxAcceptTimeMs
+  bad_call,      // a call that neither increments nor reads, a delta on a
+                 // read or none on an increment, a pair shingle without the
+                 // pair flag, an index of 64 or more, reserved bits set
+  count_
+};
+const char* counter_record_decode_name(CounterRecordDecode d);
+
+// Writes the header and `n` calls (1..kMaxCounterCalls) into `out` (at
+// least kCounterRecordHeader + n * kCounterCallSize bytes); returns the
+// size, or 0 when a call could not be decoded back (a delta over 32 bits,
+// no increment or read, an index of 64 or more).
+size_t encode_counter_record(const CounterRecordHeader& h, const CounterCall* calls, size_t n, uint8_t* out);
+// Decodes the header into `h` and the calls into `out` (room for
+// kMaxCounterCalls); every call is checked before ok is returned.
+CounterRecordDecode decode_counter_record(const uint8_t* data, size_t len, CounterRecordHeader& h,
+                                          CounterCall* out);
+
+}  // namespace shingled::cluster
