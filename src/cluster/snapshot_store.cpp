@@ -3,9 +3,12 @@
 
 #include <nats/nats.h>
 
+#include <charconv>
+
 namespace shingled::cluster {
 namespace {
 constexpr int64_t kChunkWaitMs = 10'000;  // one chunk's ack, or one chunk read
+constexpr const char* kSnapshotClaimKey = "snapshot_period";  // the last period claimed
 }  // namespace
 
 SnapshotStore::~SnapshotStore() { close(); }
@@ -105,6 +108,57 @@ bool SnapshotStore::put_manifest(const SnapshotManifest& m, std::string& error) 
       error = "snapshot " + m.id + " stored, but purging " + filter + ": " + describe_nats(s, code);
       return false;
     }
+  }
+  return true;
+}
+
+bool SnapshotStore::claim_period(uint64_t period, bool& won, std::string& error) {
+  won = false;
+  const std::string bucket = stream_ + "_SETTINGS";
+  kvStore* kv = nullptr;
+  natsStatus s = js_KeyValue(&kv, js_, bucket.c_str());
+  if (s != NATS_OK) {
+    error = "key-value bucket " + bucket + ": " + describe_nats(s, 0);
+    return false;
+  }
+  const std::string mine = std::to_string(period);
+  kvEntry* entry = nullptr;
+  uint64_t revision = 0;
+  s = kvStore_Get(&entry, kv, kSnapshotClaimKey);
+  if (s == NATS_OK) {
+    const std::string held(static_cast<const char*>(kvEntry_Value(entry)), size_t(kvEntry_ValueLen(entry)));
+    const uint64_t last = kvEntry_Revision(entry);
+    kvEntry_Destroy(entry);
+    uint64_t claimed = 0;
+    const auto [end, ec] = std::from_chars(held.data(), held.data() + held.size(), claimed);
+    if (ec == std::errc() && end == held.data() + held.size() && claimed >= period) {
+      kvStore_Destroy(kv);
+      return true;  // this period, or a later one, is another node's
+    }
+    // Fails when another node updated the key since it was read: it won.
+    s = kvStore_Update(&revision, kv, kSnapshotClaimKey, mine.data(), int(mine.size()), last);
+  } else if (s == NATS_NOT_FOUND) {
+    s = kvStore_Create(&revision, kv, kSnapshotClaimKey, mine.data(), int(mine.size()));
+  } else {
+    error = "key-value bucket " + bucket + ": " + describe_nats(s, 0);
+    kvStore_Destroy(kv);
+    return false;
+  }
+  kvStore_Destroy(kv);
+  won = s == NATS_OK;
+  return true;
+}
+
+bool SnapshotStore::purge_updates_below(uint64_t sequence, std::string& error) {
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Stream.Purge.Sequence = sequence;  // up to, not including
+  jsErrCode code = jsErrCode(0);
+  const natsStatus s = js_PurgeStream(js_, stream_.c_str(), &jo, &code);
+  if (s != NATS_OK) {
+    error = "purging stream " + stream_ + " below sequence " + std::to_string(sequence) + ": " +
+            describe_nats(s, code);
+    return false;
   }
   return true;
 }

@@ -45,6 +45,15 @@ class SnapshotStore {
   // than the snapshot it replaces (that one stays whole for the nodes that
   // may be reading it), and all manifests but the last two.
   bool put_manifest(const SnapshotManifest& m, std::string& error);
+  // Claims snapshot period `period` (the time since the epoch divided by
+  // the period) for this node in the key-value bucket `<stream>_SETTINGS`:
+  // won = true for the first node of the cluster to claim it (or a later
+  // one), false when another node claimed it or a later one already. A
+  // compare-and-set on one key, so two nodes never both win a period.
+  bool claim_period(uint64_t period, bool& won, std::string& error);
+  // Purges the update stream (`stream`, not the snapshot stream) below
+  // `sequence`: what every snapshot still kept has applied.
+  bool purge_updates_below(uint64_t sequence, std::string& error);
   // The last manifest; found = false when there is none.
   bool latest(SnapshotManifest& out, bool& found, std::string& error);
   // Hands the chunks of `m` to fn in order; false with the reason when one

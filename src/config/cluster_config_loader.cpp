@@ -104,12 +104,19 @@ bool load_cluster_block(const UclNode& block, ClusterConfig& out, ConfigBlockErr
       if (!ucl_to_uint(v, n, err)) return fail(error, m.line, "cluster: ready_lag: " + err);
       if (n > 1'000'000'000) return fail(error, m.line, "cluster: ready_lag: at most 1000000000 records, not " + v);
       out.ready_lag = n;
+    } else if (m.key == "snapshot_period") {
+      uint64_t seconds = 0;
+      if (!ucl_to_duration(v, seconds, err)) return fail(error, m.line, "cluster: snapshot_period: " + err);
+      if (seconds != 0 && (seconds < 10 || seconds > 7 * 86400)) {
+        return fail(error, m.line, "cluster: snapshot_period: 0 (never) or 10 s to 7 days, not " + v);
+      }
+      out.snapshot_period_seconds = seconds;
     } else if (m.key == "creds") {
       if (v.empty()) return fail(error, m.line, "cluster: creds: an empty path");
       out.creds_file = v;
     } else {
       return fail(error, m.key_line, "cluster: unknown option '" + m.key +
-                                         "' (servers, node, stream, replicas, creds, ready_lag)");
+                                         "' (servers, node, stream, replicas, creds, ready_lag, snapshot_period)");
     }
   }
   if (out.servers.empty()) return fail(error, block.line, "cluster: 'servers' is required");

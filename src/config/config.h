@@ -105,6 +105,11 @@ struct ClusterConfig {
   // CHECKs (until then it drops them: a node still reading the stream would
   // answer "unknown" for what it has not read yet).
   uint64_t ready_lag = 1000;
+  // How often the cluster takes a snapshot (one node of it, the first to
+  // claim the period); 0: never (shinglectl cluster snapshot still does).
+  // After each, the update stream is purged below the previous snapshot's
+  // first needed sequence (docs/cluster.md, "Bootstrap").
+  uint64_t snapshot_period_seconds = 3600;
 };
 
 struct Config {

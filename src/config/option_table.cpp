@@ -553,7 +553,8 @@ std::string show_cluster(const Config& c) {
   std::string servers;
   for (const std::string& s : k.servers) servers += (servers.empty() ? "" : ",") + s;
   return "node " + k.node + " on " + servers + ", stream " + k.stream + " R" + std::to_string(k.replicas) +
-         (k.creds_file.empty() ? "" : ", creds " + k.creds_file) + ", ready_lag " + std::to_string(k.ready_lag);
+         (k.creds_file.empty() ? "" : ", creds " + k.creds_file) + ", ready_lag " + std::to_string(k.ready_lag) +
+         ", snapshot_period " + std::to_string(k.snapshot_period_seconds) + " s";
 }
 
 std::string show_ratelimit(const Config& c) {
@@ -789,7 +790,7 @@ const OptionRow kRows[] = {
     // Cluster.
     {"cluster", {}, OptionKind::block, 0, 0, nullptr, "(none: a single node)",
      "replicate the fuzzy store on NATS JetStream (docs/cluster.md): servers (nats:// URLs), "
-     "node (this node's name), stream, replicas, creds, ready_lag",
+     "node (this node's name), stream, replicas, creds, ready_lag, snapshot_period",
      {}, apply_cluster, show_cluster},
 };
 

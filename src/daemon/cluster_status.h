@@ -1,7 +1,7 @@
 // `shinglectl cluster status`: this node's view of the cluster (docs/cluster.md)
 // — the stream and its replicas as JetStream last reported them, whether
-// this node takes writes, and how far behind the stream it is, in records
-// and in seconds.
+// this node takes writes, how far behind the stream it is, in records and
+// in seconds, and the snapshots it took.
 #pragma once
 
 #include <string>
@@ -9,10 +9,12 @@
 namespace shingled {
 
 class Engine;
+class SnapshotScheduler;
 
 // One JSON object, or lines for people. An "error: ..." line when the
-// daemon has no `cluster` block.
-std::string render_cluster_status_json(const Engine& engine);
-std::string render_cluster_status_text(const Engine& engine);
+// daemon has no `cluster` block. `snapshots`: the node's periodic
+// snapshots (null when it takes none).
+std::string render_cluster_status_json(const Engine& engine, const SnapshotScheduler* snapshots);
+std::string render_cluster_status_text(const Engine& engine, const SnapshotScheduler* snapshots);
 
 }  // namespace shingled

@@ -28,6 +28,8 @@ namespace shingled {
 class Engine;
 class Persister;
 
+class SnapshotScheduler;
+
 class ControlServer {
  public:
   static constexpr unsigned kMaxConnections = 32;
@@ -54,6 +56,8 @@ class ControlServer {
   // The per-key figures of the last hour, sampled in serve_pending(); for
   // the metrics endpoint, which the same (main) thread serves.
   const StatsHistory& history() const { return history_; }
+  // A cluster node's periodic snapshots, for `cluster status` (null: none).
+  void set_snapshot_scheduler(const SnapshotScheduler* snapshots) { snapshots_ = snapshots; }
 
  private:
   struct Connection {
@@ -76,6 +80,7 @@ class ControlServer {
 
   Engine& engine_;
   Persister* persister_;
+  const SnapshotScheduler* snapshots_ = nullptr;
   double start_time_;
   int fd_ = -1;
   int epoll_fd_ = -1;

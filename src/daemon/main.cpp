@@ -27,6 +27,7 @@
 #include "config/option_manual.h"
 #include "config/option_table.h"
 #include "daemon/cluster_snapshot.h"
+#include "daemon/snapshot_scheduler.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
 #include "daemon/metrics.h"
@@ -622,6 +623,13 @@ int run(int argc, char** argv) {
   persister.seed(std::move(first_sync));
   persister.start();
   ControlServer control(engine, &persister, started);
+  // After the persister: a snapshot reads what its syncs wrote.
+  std::unique_ptr<SnapshotScheduler> snapshots;
+  if (config.cluster.enabled && config.cluster.snapshot_period_seconds != 0) {
+    snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count());
+    snapshots->start();
+    control.set_snapshot_scheduler(snapshots.get());
+  }
   ensure_parent_dir(config.control_socket);
   if (!control.open(config.control_socket, error)) return fail_with(error);
   if (!engine.start(error)) return fail_with(error);

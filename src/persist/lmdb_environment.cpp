@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <vector>
 
 #include "persist/lmdb_file_check.h"
@@ -340,7 +341,7 @@ bool LmdbEnvironment::check_or_create_schema(std::string& error) {
 bool LmdbEnvironment::grow_map(std::string& error) {
   MDB_envinfo info;
   int rc = mdb_env_info(env_, &info);
-  if (rc == 0) rc = mdb_env_set_mapsize(env_, info.me_mapsize * 2);
+  if (rc == 0) rc = resize_map(info.me_mapsize * 2);
   if (rc != 0) {
     error = mdb_fail(path_, "growing the map", rc);
     return false;
@@ -529,7 +530,7 @@ bool LmdbEnvironment::apply(const Change* changes, size_t n, uint64_t sync_time,
         if (!grow_map(error)) return false;
       } else if (rc == MDB_MAP_RESIZED) {
         // Another process grew the map: adopt its size and retry.
-        rc = mdb_env_set_mapsize(env_, 0);
+        rc = resize_map(0);
         if (rc != 0) {
           error = mdb_fail(path_, "adopting the new map size", rc);
           return false;
@@ -556,10 +557,17 @@ bool LmdbEnvironment::for_each(
 }
 
 // A read transaction, after taking in a map another process grew.
-bool LmdbEnvironment::begin_read(MDB_txn** txn, std::string& error) {
+int LmdbEnvironment::resize_map(size_t bytes) {
+  const std::unique_lock<std::shared_mutex> alone(map_guard_);
+  return mdb_env_set_mapsize(env_, bytes);
+}
+
+bool LmdbEnvironment::begin_read(std::shared_lock<std::shared_mutex>& held, MDB_txn** txn, std::string& error) {
   int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, txn);
   if (rc == MDB_MAP_RESIZED) {
-    mdb_env_set_mapsize(env_, 0);
+    held.unlock();
+    resize_map(0);
+    held.lock();
     rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, txn);
   }
   if (rc != 0) {
@@ -602,8 +610,9 @@ bool LmdbEnvironment::for_each_of_types(
       error = "LMDB environment is not open";
       return false;
     }
-    TxnGuard txn;
-    if (!begin_read(&txn.txn, error)) return false;
+    std::shared_lock<std::shared_mutex> held(map_guard_);
+    TxnGuard txn;  // ends before `held` is let go
+    if (!begin_read(held, &txn.txn, error)) return false;
     for (const RecordType type : types) {
       if (!valid_type(type)) {
         error = path_ + ": unknown record type " + std::to_string(static_cast<unsigned>(type));
@@ -638,8 +647,9 @@ bool LmdbEnvironment::for_each_in_range(
       return false;
     }
     if (!type_present_[static_cast<unsigned>(type)]) return true;  // no such database: empty
-    TxnGuard txn;
-    if (!begin_read(&txn.txn, error)) return false;
+    std::shared_lock<std::shared_mutex> held(map_guard_);
+    TxnGuard txn;  // ends before `held` is let go
+    if (!begin_read(held, &txn.txn, error)) return false;
     return walk(txn.txn, type, from, to, fn, error) != Walk::failed;
   } catch (const std::exception& e) {
     error = path_ + ": for_each(" + record_type_name(type) + "): " + e.what();
@@ -649,7 +659,8 @@ bool LmdbEnvironment::for_each_in_range(
 
 uint64_t LmdbEnvironment::count(RecordType type) const {
   if (env_ == nullptr || !valid_type(type) || !type_present_[static_cast<unsigned>(type)]) return 0;
-  TxnGuard txn;
+  const std::shared_lock<std::shared_mutex> held(map_guard_);
+  TxnGuard txn;  // ends before `held` is let go
   if (mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn) != 0) {
     txn.txn = nullptr;
     return 0;
@@ -661,7 +672,8 @@ uint64_t LmdbEnvironment::count(RecordType type) const {
 
 uint64_t LmdbEnvironment::last_sync() const {
   if (env_ == nullptr) return 0;
-  TxnGuard txn;
+  const std::shared_lock<std::shared_mutex> held(map_guard_);
+  TxnGuard txn;  // ends before `held` is let go
   if (mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn.txn) != 0) {
     txn.txn = nullptr;
     return 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -138,7 +139,12 @@ class LmdbEnvironment {
   void release_mapped_pages() const;
 
  private:
-  bool begin_read(MDB_txn** txn, std::string& error);
+  // Read transactions of this process hold `held` (a shared lock on
+  // map_guard_) from before they begin until they end.
+  bool begin_read(std::shared_lock<std::shared_mutex>& held, MDB_txn** txn, std::string& error);
+  // mdb_env_set_mapsize (0: adopt another process's growth) under
+  // map_guard_ held exclusive.
+  int resize_map(size_t bytes);
   // Calls fn for the records of `type` (valid and present) with keys in
   // [from, to) inside `txn`: the one cursor walk behind for_each_in_range
   // and for_each_of_types.
@@ -169,6 +175,11 @@ class LmdbEnvironment {
   ValueMerger mergers_[kRecordTypes + 1];       // indexed by RecordType value
   Access access_ = Access::read_write;
   int lock_fd_ = -1;                         // the writer lock, read_write only
+  // Changing the map's size remaps it, and LMDB requires that no
+  // transaction of the process is live meanwhile: a reader on another
+  // thread (a snapshot's walk, the control socket's counts) would read
+  // through the old mapping. Readers hold it shared, resizes exclusive.
+  mutable std::shared_mutex map_guard_;
 };
 
 }  // namespace shingled

@@ -10,7 +10,12 @@
 #  - node b, wiped and started again, bootstraps from the snapshot, reads
 #    the stream from there, answers every CHECK of the 4,000 right, and its
 #    synced dump is identical to node a's;
-#  - a second snapshot replaces the first (the stream keeps one).
+#  - a second snapshot replaces the first (the stream keeps one);
+#  - periodic snapshots (snapshot_period = 10s): at each period one node of
+#    the two claims it and takes one, the other leaves it; the update
+#    stream is then purged below the previous snapshot's first needed
+#    sequence; node b wiped again bootstraps from a periodic snapshot and
+#    converges.
 # Usage: cluster_snapshot_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,4 +69,49 @@ snap2=$("$ctl" --config "$tmp/b/shingled.conf" cluster snapshot --json 2>&1)
 [ "$(field "$snap2" records)" = 4065 ] && [ "$(field "$snap2" id)" != "$(field "$snap" id)" ] &&
   pass "a_second_snapshot_replaces_the_first (from node b: $(field "$snap2" records) records)" ||
   fail a_second_snapshot_replaces_the_first "$snap2"
+
+# Periodic snapshots, taken by the daemons themselves.
+status_of() {  # node key [sub-key]
+  "$ctl" --socket "$tmp/$1/ctl.sock" cluster status --json |
+    python3 -c 'import json,sys; d=json.load(sys.stdin)[sys.argv[1]]; print(d[sys.argv[2]] if len(sys.argv) > 2 else d)' "$2" ${3:+"$3"}
+}
+taken_in_all() {  # key: the snapshots section's key summed over a and b
+  echo $(( $(status_of a snapshots "$1") + $(status_of b snapshots "$1") ))
+}
+for n in a b; do
+  "$ctl" --socket "$tmp/$n/ctl.sock" sync >/dev/null
+  kill "${node_pid[$n]}" && wait "${node_pid[$n]}" 2>/dev/null
+done
+NODE_SNAPSHOT_PERIOD=10s
+for n in a b; do start_node "$n" >"$tmp/start.out" || fail "node_${n}_restarted" "$(cat "$tmp/start.out")"; done
+[ "$(status_of a snapshots period_seconds)" = 10 ] && pass "the_period_is_in_cluster_status" ||
+  fail the_period_is_in_cluster_status "$("$ctl" --socket "$tmp/a/ctl.sock" cluster status)"
+# Two periods, each claimed by one node: wait until two were taken.
+for _ in $(seq 300); do [ "$(taken_in_all taken_here)" -ge 2 ] && break; sleep 0.1; done
+taken=$(taken_in_all taken_here) elsewhere=$(taken_in_all taken_elsewhere) failed=$(taken_in_all failed)
+[ "$taken" -ge 2 ] && [ "$failed" = 0 ] && pass "one_node_takes_each_period (taken $taken, left to the other $elsewhere, failed $failed)" ||
+  fail one_node_takes_each_period "taken $taken, elsewhere $elsewhere, failed $failed; $(grep -h 'snapshot' "$tmp"/[ab]/daemon.log | tail -4)"
+# The claim is a compare-and-set: no period is taken by both, so every
+# period one node took is one the other left (or had not looked at yet).
+[ "$elsewhere" -le "$taken" ] && [ "$elsewhere" -ge $((taken - 2)) ] &&
+  pass "no_period_taken_twice (taken $taken, left $elsewhere)" || fail no_period_taken_twice "taken $taken, left $elsewhere"
+purged=$(( $(status_of a snapshots stream_purged_below) + $(status_of b snapshots stream_purged_below) ))
+for _ in $(seq 40); do first=$(status_of a stream_first_sequence); [ "$first" -gt 1 ] && break; sleep 0.1; done
+[ "$purged" -gt 1 ] && [ "$first" -ge "$(field "$snap2" first_needed)" ] &&
+  pass "the_stream_is_purged_below_the_previous_snapshot (first kept sequence $first)" ||
+  fail the_stream_is_purged_below_the_previous_snapshot "purged below $purged, stream first $first, snap2 $(field "$snap2" first_needed)"
+write_to_a 500 4000 && until_applied b 500 && pass "writes_between_periodic_snapshots (500, applied on b)" || fail writes_between_periodic_snapshots "applied on b: $(applied b)"
+for n in a b; do "$ctl" --socket "$tmp/$n/ctl.sock" sync >/dev/null; done
+before=$(taken_in_all taken_here)
+for _ in $(seq 150); do [ "$(taken_in_all taken_here)" -gt "$before" ] && break; sleep 0.1; done
+kill "${node_pid[b]}" && wait "${node_pid[b]}" 2>/dev/null
+rm -rf "$tmp/b/db"
+start_node b >"$tmp/start.out"
+line=$(grep -o 'bootstrapped from snapshot .*' "$tmp/b/daemon.log" | tail -1)
+id=$(grep -o 'snapshot [^ ]* taken' "$tmp"/[ab]/daemon.log | tail -1 | cut -d' ' -f2)
+[ -n "$id" ] && [[ $line == *"$id"* ]] && pass "a_wiped_node_bootstraps_from_a_periodic_snapshot ($line)" ||
+  fail a_wiped_node_bootstraps_from_a_periodic_snapshot "latest taken: $id; $line; $(tail -3 "$tmp/b/daemon.log")"
+for _ in $(seq 200); do caught_up b 4500 && break; sleep 0.05; done
+records=$(same_dumps a b) && [ "$records" = 4500 ] && pass "dumps_identical_after_it ($records records)" ||
+  fail dumps_identical_after_it "$records"
 finish

@@ -8,7 +8,9 @@
 #   stop_nats I             kill -9 of nI
 #   nats_ready              waits until a stream of its own gets a leader
 #   start_node NAME [MAX_HASHES] [EXTRA_CONF]   a node with 2 workers (expire
-#                           $NODE_EXPIRE, default 90s); waits for its socket
+#                           $NODE_EXPIRE, default 90s; snapshot_period
+#                           $NODE_SNAPSHOT_PERIOD, default 0: the tests take
+#                           the snapshots they want); waits for its socket
 #   applied NAME / until_applied NAME COUNT     stream records the node applied
 #   expect_right TEST NODE FIRST STORED COUNT   shingle-load's CHECK verifier
 #   verdict JSON            "wrong lost answered" of a shingle-load report
@@ -109,6 +111,7 @@ ${3:-}
 cluster {
   servers = "$servers";
   node = "$n";
+  snapshot_period = ${NODE_SNAPSHOT_PERIOD:-0};
 }
 CONF
   netns_prefix "$(ns_of "$n")"

@@ -864,6 +864,9 @@ TEST(ConfigCluster, a_block_with_servers_and_node_turns_the_cluster_on) {
   EXPECT_EQ(one.cluster.stream, "SHINGLED_FUZZY");
   EXPECT_EQ(one.cluster.ready_lag, 1000u);
   EXPECT_EQ(load_ok("cluster { servers = \"nats://a:1\"; node = n1; ready_lag = 0; }\n").cluster.ready_lag, 0u);
+  EXPECT_EQ(one.cluster.snapshot_period_seconds, 3600u);
+  EXPECT_EQ(load_ok("cluster { servers = \"nats://a:1\"; node = n1; snapshot_period = 0; }\n").cluster.snapshot_period_seconds, 0u);
+  EXPECT_EQ(load_ok("cluster { servers = \"nats://a:1\"; node = n1; snapshot_period = 30min; }\n").cluster.snapshot_period_seconds, 1800u);
 }
 
 TEST(ConfigCluster, a_bad_cluster_block_is_refused_at_its_line) {
@@ -882,6 +885,9 @@ TEST(ConfigCluster, a_bad_cluster_block_is_refused_at_its_line) {
   expect_error("cluster = 3;\n", 1, "must be a block");
   expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  ready_lag = -1;\n}\n", 4, "ready_lag");
   expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  ready_lag = 1e10;\n}\n", 4, "ready_lag");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  snapshot_period = 5s;\n}\n", 4, "snapshot_period: 0 (never) or 10 s to 7 days");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  snapshot_period = 8d;\n}\n", 4, "snapshot_period");
+  expect_error("cluster {\n  servers = \"nats://a:1\";\n  node = n1;\n  snapshot_period = soon;\n}\n", 4, "snapshot_period");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <lmdb.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "persist/fuzzy_record_codec.h"
@@ -393,6 +395,50 @@ TEST_F(LmdbEnvironmentTest, a_large_sync_grows_a_tiny_map_instead_of_failing) {
   EXPECT_EQ(env.count(RecordType::fuzzy), kRecords);
   EXPECT_GT(env.map_size(), initial_map) << "map did not grow";
   EXPECT_EQ(env.last_sync(), 9u);
+}
+
+// A cluster node's snapshot walks the database in a thread of the daemon
+// while its syncs go on: a sync that grows the map (which remaps it) must
+// wait for the walk rather than pull the mapping from under it. Each walk
+// sees one sync's records whole: the walker reads a multiple of a sync.
+TEST_F(LmdbEnvironmentTest, a_walk_in_another_thread_survives_the_map_growing) {
+  LmdbEnvironment env;
+  std::string error;
+  ASSERT_TRUE(env.open(env_path(), kMiB, error)) << error;
+  const size_t initial_map = env.map_size();
+  constexpr size_t kPerSync = 5000;
+  const std::string value(340, 'v');
+  std::atomic<bool> done{false};
+  std::atomic<size_t> walks{0}, torn{0};
+  std::thread walker([&] {
+    while (!done.load()) {
+      size_t seen = 0;
+      std::string walk_error;
+      if (!env.for_each(RecordType::fuzzy, [&](std::string_view, std::string_view v) {
+            seen += v.size() == value.size();
+            return true;
+          }, walk_error)) {
+        torn.fetch_add(1);
+      }
+      if (seen % kPerSync != 0) torn.fetch_add(1);
+      walks.fetch_add(1);
+    }
+  });
+  std::vector<std::string> keys(kPerSync);
+  for (int sync = 0; sync < 12; ++sync) {
+    std::vector<Change> changes;
+    for (size_t i = 0; i < kPerSync; ++i) {
+      keys[i] = "s" + std::to_string(sync) + "-" + std::to_string(i);
+      changes.push_back(put(RecordType::fuzzy, keys[i], value));
+    }
+    ASSERT_TRUE(env.apply(changes.data(), changes.size(), uint64_t(sync + 1), error)) << error;
+  }
+  done.store(true);
+  walker.join();
+  EXPECT_GT(env.map_size(), initial_map * 8) << "the map should have grown several times";
+  EXPECT_GT(walks.load(), 0u);
+  EXPECT_EQ(torn.load(), 0u);
+  EXPECT_EQ(env.count(RecordType::fuzzy), 12 * kPerSync);
 }
 
 TEST_F(LmdbEnvironmentTest, disk_bytes_per_fuzzy_hash_stay_small) {
