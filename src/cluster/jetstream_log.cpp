@@ -1,6 +1,7 @@
 // The cluster's replicated log on NATS JetStream (see jetstream_log.h).
 #include "cluster/jetstream_log.h"
 
+#include "cluster/kv_record.h"
 #include "cluster/nats_connection.h"
 
 #include <nats/nats.h>
@@ -300,35 +301,16 @@ bool JetStreamLog::settle(const std::string& bucket, const std::string& key, con
     error = "not open";
     return false;
   }
-  kvStore* kv = nullptr;
-  natsStatus s = js_KeyValue(&kv, js_, bucket.c_str());
-  if (s != NATS_OK) {
-    kvConfig cfg;
-    kvConfig_Init(&cfg);
-    cfg.Bucket = bucket.c_str();
-    cfg.Replicas = options_.replicas;
-    cfg.History = 1;
-    s = js_CreateKeyValue(&kv, js_, &cfg);
-    // Another node may have created it meanwhile.
-    if (s != NATS_OK) s = js_KeyValue(&kv, js_, bucket.c_str());
-  }
-  if (s != NATS_OK) {
-    error = "key-value bucket " + bucket + ": " + describe(s, 0);
+  KvRecord record;
+  bool written = false, found = false;
+  uint64_t revision = 0;
+  // The create loses when the key exists: then the bucket's value is the one.
+  if (!record.open(js_, bucket, options_.replicas, true, error) || !record.put_if(key, mine, 0, written, error) ||
+      !record.get(key, settled, revision, found, error)) {
     return false;
   }
-  uint64_t revision = 0;
-  // Create fails when the key exists: then the bucket's value is the one.
-  kvStore_Create(&revision, kv, key.c_str(), mine.data(), int(mine.size()));
-  kvEntry* entry = nullptr;
-  s = kvStore_Get(&entry, kv, key.c_str());
-  if (s == NATS_OK) {
-    settled.assign(static_cast<const char*>(kvEntry_Value(entry)), size_t(kvEntry_ValueLen(entry)));
-    kvEntry_Destroy(entry);
-  } else {
-    error = "key-value bucket " + bucket + ", key " + key + ": " + describe(s, 0);
-  }
-  kvStore_Destroy(kv);
-  return s == NATS_OK;
+  if (!found) error = "key-value bucket " + bucket + ", key " + key + ": gone right after it was written";
+  return found;
 }
 
 bool JetStreamLog::stream_state(StreamState& state, std::string& error, int wait_ms) {

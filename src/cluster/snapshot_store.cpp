@@ -3,7 +3,8 @@
 
 #include <nats/nats.h>
 
-#include <charconv>
+#include "cluster/field_text.h"
+#include "cluster/kv_record.h"
 
 namespace shingled::cluster {
 namespace {
@@ -114,39 +115,16 @@ bool SnapshotStore::put_manifest(const SnapshotManifest& m, std::string& error) 
 
 bool SnapshotStore::claim_period(uint64_t period, bool& won, std::string& error) {
   won = false;
-  const std::string bucket = stream_ + "_SETTINGS";
-  kvStore* kv = nullptr;
-  natsStatus s = js_KeyValue(&kv, js_, bucket.c_str());
-  if (s != NATS_OK) {
-    error = "key-value bucket " + bucket + ": " + describe_nats(s, 0);
-    return false;
-  }
-  const std::string mine = std::to_string(period);
-  kvEntry* entry = nullptr;
+  KvRecord claims;
+  if (!claims.open(js_, stream_ + "_SETTINGS", 1, false, error)) return false;
+  std::string held;
   uint64_t revision = 0;
-  s = kvStore_Get(&entry, kv, kSnapshotClaimKey);
-  if (s == NATS_OK) {
-    const std::string held(static_cast<const char*>(kvEntry_Value(entry)), size_t(kvEntry_ValueLen(entry)));
-    const uint64_t last = kvEntry_Revision(entry);
-    kvEntry_Destroy(entry);
-    uint64_t claimed = 0;
-    const auto [end, ec] = std::from_chars(held.data(), held.data() + held.size(), claimed);
-    if (ec == std::errc() && end == held.data() + held.size() && claimed >= period) {
-      kvStore_Destroy(kv);
-      return true;  // this period, or a later one, is another node's
-    }
-    // Fails when another node updated the key since it was read: it won.
-    s = kvStore_Update(&revision, kv, kSnapshotClaimKey, mine.data(), int(mine.size()), last);
-  } else if (s == NATS_NOT_FOUND) {
-    s = kvStore_Create(&revision, kv, kSnapshotClaimKey, mine.data(), int(mine.size()));
-  } else {
-    error = "key-value bucket " + bucket + ": " + describe_nats(s, 0);
-    kvStore_Destroy(kv);
-    return false;
-  }
-  kvStore_Destroy(kv);
-  won = s == NATS_OK;
-  return true;
+  bool found = false;
+  if (!claims.get(kSnapshotClaimKey, held, revision, found, error)) return false;
+  uint64_t claimed = 0;
+  if (found && parse_whole(held, claimed) && claimed >= period) return true;  // another node's, or a later one
+  // Lost (not written) when another node claimed it since the read.
+  return claims.put_if(kSnapshotClaimKey, std::to_string(period), found ? revision : 0, won, error);
 }
 
 bool SnapshotStore::purge_updates_below(uint64_t sequence, std::string& error) {

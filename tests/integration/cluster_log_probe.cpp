@@ -7,6 +7,7 @@
 //   cluster_log_probe --servers URL[,URL...] state
 //   cluster_log_probe --servers URL[,URL...] --stream NAME --existing purge-below SEQ
 //   cluster_log_probe --servers URL[,URL...] --stream NAME catch-up LAG   (ready() only once caught up)
+//   cluster_log_probe --servers URL[,URL...] kv-cas BUCKET   (cluster/kv_record.h's compare-and-set)
 //
 // --existing opens a stream as it is (a node's), never changing it.
 // Record i is a deterministic update (its index in the digest, so a reader
@@ -31,7 +32,11 @@
 #include <thread>
 #include <vector>
 
+#include <nats/nats.h>
+
 #include "cluster/jetstream_log.h"
+#include "cluster/kv_record.h"
+#include "cluster/nats_connection.h"
 #include "cluster/replicated_update.h"
 #include "cluster/replicator.h"
 #include "common/command_line.h"
@@ -360,6 +365,44 @@ bool number_option(const shingled::CommandLine& cl, const char* name, uint64_t& 
 
 }  // namespace
 
+// kv-cas: a key created once, a second create and a stale update lose
+// without an error, an update at the right revision wins. Prints
+// {"created":..,"created_again":..,"stale_update":..,"update":..,"value":".."};
+// exit 1 unless exactly the first and the last were written.
+int kv_cas(const LogOptions& options, const std::string& bucket) {
+  NatsEndpoint endpoint;
+  endpoint.servers = options.servers;
+  endpoint.client_name = "cluster_log_probe kv";
+  std::string error;
+  natsConnection* nc = connect_nats(endpoint, error);
+  jsCtx* js = nullptr;
+  if (nc == nullptr || natsConnection_JetStream(&js, nc, nullptr) != NATS_OK) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  int rc = 1;
+  {
+    KvRecord kv;
+    bool created = false, again = false, stale = false, updated = false, found = false;
+    uint64_t revision = 0;
+    std::string value;
+    if (kv.open(js, bucket, 3, true, error) && kv.put_if("k", "one", 0, created, error) &&
+        kv.put_if("k", "two", 0, again, error) && kv.get("k", value, revision, found, error) &&
+        kv.put_if("k", "stale", revision + 7, stale, error) && kv.put_if("k", "three", revision, updated, error) &&
+        kv.get("k", value, revision, found, error)) {
+      printf("{\"created\":%s,\"created_again\":%s,\"stale_update\":%s,\"update\":%s,\"value\":\"%s\"}\n",
+             created ? "true" : "false", again ? "true" : "false", stale ? "true" : "false",
+             updated ? "true" : "false", json_text(value).c_str());
+      rc = created && !again && !stale && updated && value == "three" ? 0 : 1;
+    } else {
+      printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    }
+  }
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  return rc;
+}
+
 int main(int argc, char** argv) {
   LogOptions options;
   options.client_name = "cluster_log_probe";
@@ -412,6 +455,7 @@ int main(int argc, char** argv) {
     usage();
   }
   if (options.servers.empty() || rest.empty()) usage();
+  if (rest[0] == "kv-cas" && rest.size() == 2) return kv_cas(options, rest[1]);
   JetStreamLog log;
   if (!log.open(options, error)) {
     printf("{\"error\":\"%s\"}\n", json_text(error).c_str());

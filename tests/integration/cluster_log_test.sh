@@ -18,7 +18,9 @@
 #    lanes' 20,000 updates all stored and applied once, in stream order,
 #    each as proposed, each outcome naming the sequence the apply saw; a
 #    node restarted at sequence 10,001 applies exactly the rest; a lane
-#    whose outcomes are not taken refuses its ninth update at once.
+#    whose outcomes are not taken refuses its ninth update at once;
+#  - a key-value record's compare-and-set (src/cluster/kv_record): a second
+#    create and a stale update lose without an error, a current one wins.
 # Usage: cluster_log_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -167,5 +169,9 @@ out=$("$probe" "${repl[@]}" fill-ring 8); rc=$?
 # caught up.
 out=$("$probe" "${repl[@]}" --timeout-ms 20000 catch-up 100); rc=$?
 [ $rc -eq 0 ] && pass "replicator_ready_only_once_caught_up ($out)" || fail replicator_ready_only_once_caught_up "rc=$rc $out"
+# The compare-and-set the cluster's shared values use (the snapshot period
+# claimed, the partition layout): one create wins, a stale update loses.
+out=$("$probe" --servers "$servers" kv-cas PROBE_KV); rc=$?
+[ $rc -eq 0 ] && pass "kv_compare_and_set ($out)" || fail kv_compare_and_set "rc=$rc $out"
 
 finish
