@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -22,6 +23,7 @@
 #include "shinglectl_redis.h"
 #include "shinglectl_offline.h"
 #include "shinglectl_cluster.h"
+#include "cluster/partition_map.h"
 #include "common/command_line.h"
 #include "wire/keypair_text.h"
 
@@ -50,6 +52,11 @@ const char kUsage[] =
     "  cluster snapshot       store a snapshot of this node's database (as its last\n"
     "                         sync left it) in the cluster, for nodes that start\n"
     "                         empty to bootstrap from; needs --config (the node's)\n"
+    "  cluster layout         the partition layout of the cluster's counters and\n"
+    "                         buckets: partitions, replicas, and each member's share;\n"
+    "                         with --members A,B,... [--partitions N] [--replicas N],\n"
+    "                         store a new one (partitions are fixed by the first) and\n"
+    "                         say how many partition copies move; needs --config\n"
     "  ping                   check that the daemon answers on its control socket\n"
     "  sync                   make the daemon write every change it has acknowledged\n"
     "                         to disk now, and wait until that sync has committed\n"
@@ -102,6 +109,9 @@ const char kUsage[] =
     "      --batch N          import, import-rspamd: records per durable transaction\n"
     "                         (default 50000)\n"
     "      --json             stats, info, lookup, cluster: print one JSON object\n"
+    "      --members A,B,...  cluster layout: the members of the new layout\n"
+    "      --partitions N     cluster layout: partitions of a first layout (256)\n"
+    "      --replicas N       cluster layout: copies of each partition (3; at most 7)\n"
     "  -h, --help             show this help\n"
     "  -v, --version          show the version\n"
     "\n"
@@ -172,7 +182,8 @@ int run_sync(const std::string& socket_path, bool wait, unsigned timeout_seconds
 constexpr shingled::CommandLineFlag kFlags[] = {
     {"help", 'h', false},  {"version", 'v', false}, {"socket", 's', true}, {"db", 'd', true},
     {"config", 'c', true}, {"output", 'o', true},   {"batch", 0, true},    {"json", 0, false},
-    {"no-wait", 0, false}, {"timeout", 0, true},
+    {"no-wait", 0, false}, {"timeout", 0, true},   {"members", 0, true},  {"partitions", 0, true},
+    {"replicas", 0, true},
 };
 
 int usage_error(const std::string& message) {
@@ -204,6 +215,8 @@ int main(int argc, char** argv) {
   bool batch_given = false, socket_given = false;
   bool no_wait = false, timeout_given = false;
   unsigned sync_timeout = 60;
+  shingled::LayoutChange layout;
+  bool layout_option = false;
   shingled::CommandLine line;
   std::string parse_error;
   if (!shingled::parse_command_line(argc, argv, kFlags, line, parse_error)) return usage_error(parse_error);
@@ -237,6 +250,31 @@ int main(int argc, char** argv) {
       offline.json = true;
     } else if (a == "no-wait") {
       no_wait = true;
+    } else if (a == "members") {
+      layout.set = true;
+      layout_option = true;
+      for (size_t at = 0; at <= value.size();) {
+        size_t comma = value.find(',', at);
+        if (comma == std::string::npos) comma = value.size();
+        const std::string name = value.substr(at, comma - at);
+        if (!shingled::cluster::valid_member_name(name)) {
+          return usage_error("--members: \"" + name + "\" is not a node name (1 to 64 letters, digits, '-' or '_')");
+        }
+        if (std::find(layout.members.begin(), layout.members.end(), name) != layout.members.end()) {
+          return usage_error("--members: \"" + name + "\" is named twice");
+        }
+        layout.members.push_back(name);
+        at = comma + 1;
+      }
+    } else if (a == "partitions" || a == "replicas") {
+      char* end = nullptr;
+      const unsigned long n = strtoul(v, &end, 10);
+      const unsigned long max = a == "partitions" ? shingled::cluster::kMaxPartitions : shingled::cluster::kMaxReplicas;
+      if (*v < '0' || *v > '9' || *end != '\0' || n == 0 || n > max) {
+        return usage_error("--" + a + " needs a number 1.." + std::to_string(max) + ", not '" + v + "'");
+      }
+      (a == "partitions" ? layout.partitions : layout.replicas) = uint32_t(n);
+      layout_option = true;
     } else if (a == "timeout") {
       char* end = nullptr;
       const unsigned long t = strtoul(v, &end, 10);
@@ -289,6 +327,12 @@ int main(int argc, char** argv) {
   if ((no_wait || timeout_given) && command != "sync") {
     return usage_error("--no-wait and --timeout apply to sync only");
   }
+  if (layout_option && (command != "cluster" || arguments.empty() || arguments[0] != "layout")) {
+    return usage_error("--members, --partitions and --replicas apply to cluster layout only");
+  }
+  if (layout_option && !layout.set) {
+    return usage_error("cluster layout: --partitions and --replicas go with --members (the whole new layout)");
+  }
 
   if (command == "keypair") {
     fputs(shingled::render_keypair(shingled::generate_keypair()).c_str(), stdout);
@@ -302,7 +346,14 @@ int main(int argc, char** argv) {
       if (socket_given) return usage_error("cluster snapshot reads the database, not the socket");
       return shingled::run_cluster_snapshot(config_path, offline.json);
     }
-    if (arguments.empty() || arguments[0] != "status") return usage_error("cluster takes one word: status or snapshot");
+    if (!arguments.empty() && arguments[0] == "layout") {
+      if (config_path.empty()) return usage_error("cluster layout needs a node's --config (its cluster block)");
+      if (socket_given) return usage_error("cluster layout asks the cluster, not the socket");
+      return shingled::run_cluster_layout(config_path, layout, offline.json);
+    }
+    if (arguments.empty() || arguments[0] != "status") {
+      return usage_error("cluster takes one word: status, snapshot or layout");
+    }
     if (!config_path.empty() || !db.empty()) return usage_error("cluster status asks the daemon: --socket, not --config");
     return ask(socket_path, offline.json ? "cluster status json" : "cluster status");
   }

@@ -23,6 +23,7 @@ bool KvRecord::open(jsCtx* js, const std::string& bucket, int replicas, bool cre
     s = js_CreateKeyValue(&kv_, js, &cfg);
     if (s != NATS_OK) s = js_KeyValue(&kv_, js, bucket.c_str());  // made by another meanwhile
   }
+  missing_ = s == NATS_NOT_FOUND && !create;
   if (s != NATS_OK) {
     kv_ = nullptr;
     error = "key-value bucket " + bucket + ": " + describe_nats(s, 0);

@@ -23,6 +23,8 @@ class KvRecord {
   // (`replicas`, one value of history) when it is missing. False with the
   // reason.
   bool open(__jsCtx* js, const std::string& bucket, int replicas, bool create, std::string& error);
+  // After open() failed without `create`: the bucket does not exist.
+  bool missing() const { return missing_; }
   // The key's value and revision; found = false when it has none.
   bool get(const std::string& key, std::string& value, uint64_t& revision, bool& found, std::string& error);
   // Writes `value` if the key is still at `revision` (0: if it has none).
@@ -33,6 +35,7 @@ class KvRecord {
  private:
   __kvStore* kv_ = nullptr;
   std::string bucket_;
+  bool missing_ = false;
 };
 
 }  // namespace shingled::cluster

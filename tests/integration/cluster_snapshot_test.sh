@@ -15,7 +15,10 @@
 #    the two claims it and takes one, the other leaves it; the update
 #    stream is then purged below the previous snapshot's first needed
 #    sequence; node b wiped again bootstraps from a periodic snapshot and
-#    converges.
+#    converges;
+#  - `shinglectl cluster layout`: none at first; a first layout of three
+#    members, read back; a fourth member moves only its own share of the
+#    partition copies; a change of the partition count is refused.
 # Usage: cluster_snapshot_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -114,4 +117,25 @@ id=$(grep -o 'snapshot [^ ]* taken' "$tmp"/[ab]/daemon.log | tail -1 | cut -d' '
 for _ in $(seq 200); do caught_up b 4500 && break; sleep 0.05; done
 records=$(same_dumps a b) && [ "$records" = 4500 ] && pass "dumps_identical_after_it ($records records)" ||
   fail dumps_identical_after_it "$records"
+
+# The partition layout of counters and buckets, in the cluster's bucket.
+layout() { "$ctl" --config "$tmp/a/shingled.conf" cluster layout "$@"; }
+out=$(layout 2>&1); rc=$?
+[ $rc = 1 ] && [[ $out == *"no partition layout is set yet"* ]] && pass "no_layout_at_first ($out)" ||
+  fail no_layout_at_first "rc=$rc $out"
+out=$(layout --members c,a,b --partitions 64 --json 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(field "$out" partitions)" = 64 ] && [ "$(field "$out" moved_slots)" = 192 ] &&
+  pass "a_first_layout_is_stored ($out)" || fail a_first_layout_is_stored "rc=$rc $out"
+out=$(layout 2>&1); rc=$?
+[ $rc = 0 ] && [[ $out == *"64 partitions, 3 replicas each, 3 members"* ]] &&
+  [ "$(grep -c 'replica of 64 partitions' <<<"$out")" = 3 ] && pass "the_layout_reads_back" ||
+  fail the_layout_reads_back "rc=$rc $out"
+# A fourth member takes about a quarter of the 192 copies; nothing else moves.
+out=$(layout --members a,b,c,d --json 2>&1); rc=$?
+moved=$(field "$out" moved_slots)
+[ $rc = 0 ] && [ "$moved" -ge 28 ] && [ "$moved" -le 68 ] 2>/dev/null &&
+  pass "a_fourth_member_moves_only_its_share ($moved of 192 copies)" || fail a_fourth_member_moves_only_its_share "rc=$rc $out"
+out=$(layout --members a,b,c,d --partitions 128 2>&1); rc=$?
+[ $rc = 1 ] && [[ $out == *"has 64 partitions, fixed"* ]] && pass "the_partition_count_is_fixed ($out)" ||
+  fail the_partition_count_is_fixed "rc=$rc $out"
 finish
