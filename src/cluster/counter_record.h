@@ -9,7 +9,9 @@
 // checks every field (a stream is input like any other).
 //
 // Header, 24 bytes:
-//   0  format (kCounterRecordFormat)   1  kind (kCounterRecordKind)
+//   0  family (kCounterRecordFormat): the stream's first byte tells a
+//      counter record (2) from a fuzzy update (1, replicated_update.h)
+//   1  kind (kCounterRecordKind)
 //   2  calls, u16 (1..kMaxCounterCalls) 4  partition, u32
 //   8  accept time, u64, Unix milliseconds at the accepting node
 //   16 origin, u64: the accepting node's run id (drawn at its start)
@@ -24,12 +26,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cluster/replicated_update.h"
 #include "store/counter_store.h"
 
 namespace shingled::cluster {
 
-inline constexpr uint8_t kCounterRecordFormat = 1;
+inline constexpr uint8_t kCounterRecordFormat = 2;  // kUpdateFormat + 1: never read as a fuzzy update
 inline constexpr uint8_t kCounterRecordKind = 1;
+static_assert(kCounterRecordFormat != kUpdateFormat, "a counter record must not decode as a fuzzy update");
 inline constexpr size_t kCounterRecordHeader = 24;
 inline constexpr size_t kCounterCallSize = 40;
 inline constexpr size_t kMaxCounterCalls = 1024;  // a message under 41 KB
@@ -59,7 +63,7 @@ struct CounterRecordHeader {
 enum class CounterRecordDecode : uint8_t {
   ok = 0,
   too_short,     // fewer bytes than the header
-  bad_format,    // another format byte: a newer node's stream
+  bad_format,    // another first byte: a fuzzy update, or a newer node's record
   bad_kind,      // not a counter record
   bad_count,     // 0 calls, or more than kMaxCounterCalls
   bad_length,    // not exactly the header and `calls` calls

@@ -94,7 +94,8 @@ TEST(CounterRecord, every_malformed_record_is_refused_by_reason) {
   };
   ASSERT_EQ(decode(good), CounterRecordDecode::ok);
   EXPECT_EQ(decode(std::vector<uint8_t>(good.begin(), good.begin() + 23)), CounterRecordDecode::too_short);
-  EXPECT_EQ(decode(with(0, 2)), CounterRecordDecode::bad_format);
+  EXPECT_EQ(decode(with(0, kUpdateFormat)), CounterRecordDecode::bad_format);  // a fuzzy update
+  EXPECT_EQ(decode(with(0, 3)), CounterRecordDecode::bad_format);
   EXPECT_EQ(decode(with(1, 2)), CounterRecordDecode::bad_kind);
   EXPECT_EQ(decode(with(2, 0)), CounterRecordDecode::bad_count);  // 0 calls
   std::vector<uint8_t> many = good;
@@ -116,6 +117,9 @@ TEST(CounterRecord, every_malformed_record_is_refused_by_reason) {
   EXPECT_EQ(decode(with(second + 31, 64)), CounterRecordDecode::bad_call);    // no such entry
   EXPECT_EQ(decode(with(second + 39, 1)), CounterRecordDecode::bad_call);     // reserved bytes
   EXPECT_STREQ(counter_record_decode_name(CounterRecordDecode::bad_call), "bad_call");
+  // Both kinds of record share the stream: neither decodes as the other.
+  ReplicatedUpdate u;
+  EXPECT_EQ(decode_update(good.data(), good.size(), u), UpdateDecode::bad_format);
 }
 
 }  // namespace
