@@ -11,7 +11,10 @@
 #  - CHECKs for DURATION s: requests per server core-second (the figure the
 #    5 % target is about);
 #  - cluster rounds only: a second node started empty applies the whole
-#    stream (catch-up rate, records a second).
+#    stream (catch-up rate, records a second); then the cluster node syncs
+#    and `shinglectl cluster snapshot` stores its database, and a third
+#    node started empty bootstraps from it (records a second from its
+#    start to serving: the restore into LMDB and the load into memory).
 # Prints each run's figures, the medians and the cluster/single ratios. The
 # machine is shared and noisy: only ratios from one invocation mean anything.
 #
@@ -87,11 +90,11 @@ applied() {
   "$CTL" --socket "$TMP/$1/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["applied"])'
 }
 
-# one_run KIND ROUND: prints "KIND writes_per_s checks_per_core_s catch_up_per_s wrong_or_lost"
+# one_run KIND ROUND: prints "KIND writes_per_s checks_per_core_s catch_up_per_s bootstrap_per_s wrong_or_lost"
 one_run() {
-  local kind=$1 round=$2 port=${P[6]} block="" w c catch=0 bad=0 t0 t1
+  local kind=$1 round=$2 port=${P[6]} block="" w c catch=0 boot=0 bad=0 t0 t1 snap
   [ "$kind" = cluster ] && block="cluster { servers = \"$servers\"; node = \"a$round\"; stream = \"BENCH_$round\"; }"
-  start_daemon "$kind" "$port" "$block" || { echo "$kind 0 0 0 1"; return; }
+  start_daemon "$kind" "$port" "$block" || { echo "$kind 0 0 0 0 1"; return; }
   local pid=$DPID
   w=$(taskset -c "$LOAD_CPU" "$LOAD" write "$STORED" --inflight "$INFLIGHT" --timeout 5 --server "127.0.0.1:$port" --json -q | tail -1)
   c=$(taskset -c "$LOAD_CPU" "$LOAD" check --stored "$STORED" --duration "$DURATION" --warmup 1 --sockets "$SOCKETS" \
@@ -103,16 +106,27 @@ one_run() {
     # catch-up: a second node, empty, reads the whole stream
     t0=$(date +%s.%N)
     start_daemon catchup "${P[7]}" "cluster { servers = \"$servers\"; node = \"b$round\"; stream = \"BENCH_$round\"; }" ||
-      { stop_daemon "$pid"; echo "$kind 0 0 0 1"; return; }
+      { stop_daemon "$pid"; echo "$kind 0 0 0 0 1"; return; }
     local cpid=$DPID
     for _ in $(seq 1200); do [ "$(applied catchup)" -ge "$STORED" ] 2>/dev/null && break; sleep 0.05; done
     t1=$(date +%s.%N)
     [ "$(applied catchup)" -ge "$STORED" ] || bad=1
     catch=$(python3 -c "print(int($STORED / ($t1 - $t0)))")
     stop_daemon "$cpid"
+    # bootstrap: node a synced and snapshotted; a third node, empty, starts
+    # from the snapshot (start to serving: restore, then load)
+    "$CTL" --socket "$TMP/cluster/ctl.sock" sync >/dev/null
+    snap=$("$CTL" --config "$TMP/cluster/shingled.conf" cluster snapshot --json 2>&1)
+    [ "$(field "$snap" records)" -ge "$STORED" ] 2>/dev/null || { bad=1; echo "bench-cluster: snapshot: $snap" >&2; }
+    t0=$(date +%s.%N)
+    start_daemon boot "${P[7]}" "cluster { servers = \"$servers\"; node = \"c$round\"; stream = \"BENCH_$round\"; }" ||
+      { stop_daemon "$pid"; echo "$kind 0 0 0 0 1"; return; }
+    t1=$(date +%s.%N)
+    boot=$(python3 -c "print(int($(field "$snap" records) / ($t1 - $t0)))")
+    stop_daemon "$DPID"
   fi
   stop_daemon "$pid"
-  echo "$kind $(field "$w" req_per_s) $(field "$c" req_per_server_core_s) $catch $bad"
+  echo "$kind $(field "$w" req_per_s) $(field "$c" req_per_server_core_s) $catch $boot $bad"
 }
 
 # (not in a pipeline: one_run adds to PIDS, and a pipeline's subshell would
@@ -129,16 +143,18 @@ import statistics, sys
 rows = {"single": [], "cluster": []}
 bad = 0
 for line in open(sys.argv[1]):
-    kind, w, c, catch, b = line.split()
-    rows[kind].append((float(w), float(c), float(catch)))
+    kind, w, c, catch, boot, b = line.split()
+    rows[kind].append((float(w), float(c), float(catch), float(boot)))
     bad += int(b)
-med = {k: [statistics.median(r[i] for r in v) for i in range(3)] for k, v in rows.items()}
+med = {k: [statistics.median(r[i] for r in v) for i in range(4)] for k, v in rows.items()}
 for k, v in rows.items():
     print(f"{k:8s} writes/s {' / '.join(f'{r[0]:,.0f}' for r in v):30s} median {med[k][0]:>10,.0f}")
     print(f"{k:8s} CHECK/core-s {' / '.join(f'{r[1]:,.0f}' for r in v):26s} median {med[k][1]:>10,.0f}")
 print(f"cluster   catch-up records/s {' / '.join(f'{r[2]:,.0f}' for r in rows['cluster'])}  median {med['cluster'][2]:,.0f} ({sys.argv[2]} records)")
+print(f"cluster   bootstrap records/s {' / '.join(f'{r[3]:,.0f}' for r in rows['cluster'])}  median {med['cluster'][3]:,.0f} (snapshot of the same node; start to serving)")
+print(f"ratio bootstrap/catch-up: {med['cluster'][3] / med['cluster'][2]:.2f}")
 print(f"ratios cluster/single: CHECK per core-s {med['cluster'][1] / med['single'][1]:.3f}, writes/s {med['cluster'][0] / med['single'][0]:.3f}")
 if bad:
-    print(f"{bad} run(s) had wrong or lost replies, or a catch-up that did not finish")
+    print(f"{bad} run(s) had wrong or lost replies, or a catch-up or bootstrap that did not finish")
     sys.exit(1)
 PY

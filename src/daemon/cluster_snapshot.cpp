@@ -35,7 +35,9 @@ cluster::NatsEndpoint endpoint_of(const ClusterConfig& cluster, const std::strin
 }  // namespace
 
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, cluster::SnapshotManifest& out, std::string& error) {
+                           unsigned shards, cluster::SnapshotManifest& out, std::string& error,
+                           const std::atomic<bool>* cancel) {
+  const auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   std::random_device rd;
   out = cluster::SnapshotManifest{};
   out.node = node;
@@ -85,6 +87,11 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
           put_error = "this database holds an interrupted bootstrap";
           return false;
         }
+        if (cancelled()) {
+          refused = true;
+          put_error = "cancelled: the daemon is stopping";
+          return false;
+        }
         if (!writer.add(uint8_t(type), key, value)) {
           refused = true;
           return false;
@@ -115,6 +122,10 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
     return false;
   }
   for (uint64_t i = 0; i < writer.chunks(); ++i) {
+    if (cancelled()) {
+      error = "cancelled: the daemon is stopping (the chunks stored go with the next snapshot's purge)";
+      return false;
+    }
     uint8_t len[8];
     if (fread(len, 1, 8, spool) != 8 || load_le64(len) > 2 * cluster::kSnapshotChunkBytes) {
       error = "reading the spool file back: chunk " + std::to_string(i);

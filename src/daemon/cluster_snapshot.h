@@ -5,6 +5,7 @@
 // dropped).
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "cluster/snapshot_codec.h"
@@ -19,8 +20,11 @@ namespace shingled {
 // cluster's latest snapshot. `env` may be open read-only beside the
 // running daemon.
 // `shards`: the node's shard count; every shard must have a position.
+// `cancel` (may be null): set by another thread, it ends the walk or the
+// upload early, with an error and no manifest stored (a stopping daemon).
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, cluster::SnapshotManifest& out, std::string& error);
+                           unsigned shards, cluster::SnapshotManifest& out, std::string& error,
+                           const std::atomic<bool>* cancel = nullptr);
 
 // Whether `env` holds a bootstrap that did not finish (`snapshot`: its id,
 // "" when none).

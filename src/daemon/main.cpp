@@ -655,6 +655,9 @@ int run(int argc, char** argv) {
   }
   manager.ready("serving " + served_summary(config, engine));
   serve_until_stopped(sig_fd, control, watchdog, manager, metrics, config, *maps, engine);
+  // A snapshot under way gives up first: its read transaction would hold
+  // up the last sync if that sync must grow the map.
+  if (snapshots) snapshots->stop();
   return stop_and_sync(engine, persister, *store, config);
 }
 

@@ -21,6 +21,7 @@ void SnapshotScheduler::start() {
 }
 
 void SnapshotScheduler::stop() {
+  cancel_.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -70,7 +71,7 @@ void SnapshotScheduler::take_for_period(uint64_t period) {
   }
   const uint64_t started_ms = monotonic_ms_now();
   if (!store.latest(previous, had, error) ||
-      !take_cluster_snapshot(env_, cluster_, cluster_.node, shards_, taken, error)) {
+      !take_cluster_snapshot(env_, cluster_, cluster_.node, shards_, taken, error, &cancel_)) {
     stats_.failed.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cluster: the periodic snapshot: %s (the next period tries again)", error.c_str());
     return;

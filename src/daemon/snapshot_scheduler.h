@@ -39,7 +39,7 @@ class SnapshotScheduler {
   SnapshotScheduler& operator=(const SnapshotScheduler&) = delete;
 
   void start();  // nothing when the period is 0
-  void stop();   // waits for a snapshot under way
+  void stop();   // cancels a snapshot under way (nothing of it is kept) and waits for the thread
   const SnapshotSchedulerStats& stats() const { return stats_; }
   uint64_t period_seconds() const { return cluster_.snapshot_period_seconds; }
 
@@ -54,6 +54,7 @@ class SnapshotScheduler {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::atomic<bool> cancel_{false};  // set by stop(): a snapshot under way gives up
   std::thread thread_;
 };
 
