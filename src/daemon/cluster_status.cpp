@@ -8,6 +8,7 @@
 
 #include "cluster/replicator.h"
 #include "common/clock.h"
+#include "daemon/layout_watcher.h"
 #include "daemon/snapshot_scheduler.h"
 #include "engine/engine.h"
 
@@ -29,7 +30,23 @@ nlohmann::json snapshots_of(const SnapshotScheduler* snapshots) {
   };
 }
 
-nlohmann::json status_of(const cluster::Replicator& r, const SnapshotScheduler* snapshots) {
+nlohmann::json partitions_of(const LayoutWatcher* layout) {
+  if (layout == nullptr) return {{"layout", false}};
+  const LayoutView v = layout->view();
+  nlohmann::json j = {{"layout", v.found}, {"read_error", v.error}};
+  if (!v.found) return j;
+  uint64_t owned = 0;
+  for (uint32_t p = 0; p < v.map->partitions(); ++p) owned += v.map->owner_of(p) == layout->node();
+  j["revision"] = v.revision;
+  j["partitions"] = v.map->partitions();
+  j["replicas"] = v.map->layout().replicas;
+  j["members"] = v.map->layout().members;
+  j["held_here"] = v.map->partitions_of(layout->node()).size();
+  j["owned_here"] = owned;
+  return j;
+}
+
+nlohmann::json status_of(const cluster::Replicator& r, const ClusterThreads& threads) {
   const cluster::ClusterView v = r.view();
   const cluster::ReplicatorStats& s = r.stats();
   nlohmann::json replicas = nlohmann::json::array();
@@ -67,10 +84,10 @@ nlohmann::json status_of(const cluster::Replicator& r, const SnapshotScheduler* 
       {"malformed", s.malformed.load()},
       {"read_errors", s.read_errors.load()},
       {"missed", s.missed.load()},
-      // Not built yet (docs/cluster.md): every node holds the whole fuzzy
-      // store; counters and buckets are not partitioned.
-      {"partitions", nlohmann::json::array()},
-      {"snapshots", snapshots_of(snapshots)},
+      // The layout counters and buckets will be partitioned by; not used
+      // by them yet (docs/cluster.md). The fuzzy store is whole on every node.
+      {"partitions", partitions_of(threads.layout)},
+      {"snapshots", snapshots_of(threads.snapshots)},
   };
 }
 
@@ -86,16 +103,16 @@ std::string line(const char* format, ...) {
 
 }  // namespace
 
-std::string render_cluster_status_json(const Engine& engine, const SnapshotScheduler* snapshots) {
+std::string render_cluster_status_json(const Engine& engine, const ClusterThreads& threads) {
   const cluster::Replicator* r = engine.replicator();
   if (r == nullptr) return kNotClustered;
-  return status_of(*r, snapshots).dump() + "\n";
+  return status_of(*r, threads).dump() + "\n";
 }
 
-std::string render_cluster_status_text(const Engine& engine, const SnapshotScheduler* snapshots) {
+std::string render_cluster_status_text(const Engine& engine, const ClusterThreads& threads) {
   const cluster::Replicator* r = engine.replicator();
   if (r == nullptr) return kNotClustered;
-  const nlohmann::json j = status_of(*r, snapshots);
+  const nlohmann::json j = status_of(*r, threads);
   auto text = [&](const char* key) { return j[key].get<std::string>(); };
   auto number = [&](const char* key) { return (unsigned long long)j[key].get<uint64_t>(); };
   std::string out;
@@ -132,7 +149,19 @@ std::string render_cluster_status_text(const Engine& engine, const SnapshotSched
               "missed %llu",
               number("proposed"), number("stored"), number("given_up"), number("applied"), number("malformed"),
               number("read_errors"), number("missed"));
-  out += line("partitions: none (counters and rate-limit buckets are not partitioned yet)");
+  const nlohmann::json& part = j["partitions"];
+  if (!part["layout"].get<bool>()) {
+    out += line("partitions: no layout set (shinglectl cluster layout --members ...)%s%s",
+                part.value("read_error", "").empty() ? "" : "; the last read failed: ",
+                part.value("read_error", "").c_str());
+  } else {
+    out += line("partitions: layout revision %llu, %u partitions, %u copies each, %zu members; this node holds "
+                "%llu (owner of %llu); not used by counters and buckets yet",
+                (unsigned long long)part["revision"].get<uint64_t>(), part["partitions"].get<unsigned>(),
+                part["replicas"].get<unsigned>(), part["members"].size(),
+                (unsigned long long)part["held_here"].get<uint64_t>(),
+                (unsigned long long)part["owned_here"].get<uint64_t>());
+  }
   const nlohmann::json& snap = j["snapshots"];
   const auto count = [&](const char* key) { return (unsigned long long)snap[key].get<uint64_t>(); };
   if (count("period_seconds") == 0) {

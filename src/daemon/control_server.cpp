@@ -122,8 +122,8 @@ std::string ControlServer::answer(const std::string& request, const Connection& 
     return render_stats_json(engine_, persister_, uptime, &history_);
   }
   if (request == "stats table") return render_stats_table(engine_, persister_, uptime, &history_);
-  if (request == "cluster status") return render_cluster_status_text(engine_, snapshots_);
-  if (request == "cluster status json") return render_cluster_status_json(engine_, snapshots_);
+  if (request == "cluster status") return render_cluster_status_text(engine_, cluster_threads_);
+  if (request == "cluster status json") return render_cluster_status_json(engine_, cluster_threads_);
   if (request.rfind("lookup ", 0) == 0) return lookup(request.substr(7));
   if (request == "ratelimit limited" || request.rfind("ratelimit limited ", 0) == 0) {
     return limited_buckets(request.size() > 18 ? request.substr(18) : "");

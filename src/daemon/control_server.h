@@ -21,14 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "daemon/cluster_status.h"
 #include "daemon/stats_history.h"
 
 namespace shingled {
 
 class Engine;
 class Persister;
-
-class SnapshotScheduler;
 
 class ControlServer {
  public:
@@ -56,8 +55,8 @@ class ControlServer {
   // The per-key figures of the last hour, sampled in serve_pending(); for
   // the metrics endpoint, which the same (main) thread serves.
   const StatsHistory& history() const { return history_; }
-  // A cluster node's periodic snapshots, for `cluster status` (null: none).
-  void set_snapshot_scheduler(const SnapshotScheduler* snapshots) { snapshots_ = snapshots; }
+  // A cluster node's side threads, for `cluster status`.
+  void set_cluster_threads(const ClusterThreads& threads) { cluster_threads_ = threads; }
 
  private:
   struct Connection {
@@ -80,7 +79,7 @@ class ControlServer {
 
   Engine& engine_;
   Persister* persister_;
-  const SnapshotScheduler* snapshots_ = nullptr;
+  ClusterThreads cluster_threads_;
   double start_time_;
   int fd_ = -1;
   int epoll_fd_ = -1;

@@ -27,6 +27,7 @@
 #include "config/option_manual.h"
 #include "config/option_table.h"
 #include "daemon/cluster_snapshot.h"
+#include "daemon/layout_watcher.h"
 #include "daemon/snapshot_scheduler.h"
 #include "daemon/control_server.h"
 #include "daemon/durable_load.h"
@@ -625,10 +626,18 @@ int run(int argc, char** argv) {
   ControlServer control(engine, &persister, started);
   // After the persister: a snapshot reads what its syncs wrote.
   std::unique_ptr<SnapshotScheduler> snapshots;
-  if (config.cluster.enabled && config.cluster.snapshot_period_seconds != 0) {
-    snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count());
-    snapshots->start();
-    control.set_snapshot_scheduler(snapshots.get());
+  std::unique_ptr<LayoutWatcher> layout;
+  if (config.cluster.enabled) {
+    ClusterThreads threads;
+    if (config.cluster.snapshot_period_seconds != 0) {
+      snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count());
+      snapshots->start();
+      threads.snapshots = snapshots.get();
+    }
+    layout = std::make_unique<LayoutWatcher>(config.cluster);
+    layout->start();
+    threads.layout = layout.get();
+    control.set_cluster_threads(threads);
   }
   ensure_parent_dir(config.control_socket);
   if (!control.open(config.control_socket, error)) return fail_with(error);

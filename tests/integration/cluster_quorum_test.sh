@@ -41,6 +41,7 @@ replicas=$(python3 -c 'import json,sys; v=json.loads(sys.argv[1]); print(sorted(
   fail cluster_status_names_leader_and_replicas "$view"
 text=$("$ctl" --socket "$tmp/a/ctl.sock" cluster status)
 grep -q "^writes: taken (stream leader $leader)" <<<"$text" && grep -q '^node a, stream SHINGLED_FUZZY, connected to nats://' <<<"$text" &&
+  grep -q '^partitions: no layout set' <<<"$text" && grep -q '^snapshots: none taken by the daemon' <<<"$text" &&
   pass "cluster_status_text" || fail cluster_status_text "$text"
 
 # ---------------------------------------------------- one server lost

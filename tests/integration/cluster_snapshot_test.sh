@@ -18,7 +18,8 @@
 #    converges;
 #  - `shinglectl cluster layout`: none at first; a first layout of three
 #    members, read back; a fourth member moves only its own share of the
-#    partition copies; a change of the partition count is refused.
+#    partition copies, and the running nodes read it within seconds; a
+#    change of the partition count is refused.
 # Usage: cluster_snapshot_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -135,6 +136,13 @@ out=$(layout --members a,b,c,d --json 2>&1); rc=$?
 moved=$(field "$out" moved_slots)
 [ $rc = 0 ] && [ "$moved" -ge 28 ] && [ "$moved" -le 68 ] 2>/dev/null &&
   pass "a_fourth_member_moves_only_its_share ($moved of 192 copies)" || fail a_fourth_member_moves_only_its_share "rc=$rc $out"
+# Running nodes read the layout within a few seconds, and show their share.
+revision=$(field "$out" revision)
+held=$(python3 -c 'import json,sys; print([m["replica_of"] for m in json.loads(sys.argv[1])["members"] if m["name"] == "a"][0])' "$out" 2>/dev/null)
+for _ in $(seq 100); do [ "$(status_of a partitions revision 2>/dev/null)" = "$revision" ] && break; sleep 0.1; done
+[ "$(status_of a partitions revision 2>/dev/null)" = "$revision" ] && [ "$(status_of a partitions held_here)" = "$held" ] &&
+  pass "a_running_node_reads_the_new_layout (revision $revision, holds $held of 64)" ||
+  fail a_running_node_reads_the_new_layout "want revision $revision holding $held: $(status_of a partitions)"
 out=$(layout --members a,b,c,d --partitions 128 2>&1); rc=$?
 [ $rc = 1 ] && [[ $out == *"has 64 partitions, fixed"* ]] && pass "the_partition_count_is_fixed ($out)" ||
   fail the_partition_count_is_fixed "rc=$rc $out"
