@@ -1,10 +1,12 @@
-// Counter calls in the form they travel on a partition's subject of the
-// cluster's state stream (docs/cluster.md, "Counters and rate-limit
-// buckets"): the calls one node took for one partition within a short
-// window, with the node's time, in one message. Every replica of the
-// partition applies them in stream order; only the node that took them
-// answers, so each call also carries where its answer goes on that node
-// (its run id, the worker, the request's slot and the entry's index).
+// Counter calls in the form they travel on the cluster's stream
+// (docs/cluster.md, "Counters and rate-limit buckets"): the increments of
+// one client request, as the node that took it decoded them, with the
+// node's time, in one message (one request, so that a resend is the same
+// message and JetStream stores it once). Every replica applies them in
+// stream order. Each call also carries where an answer computed by the
+// apply would go on the node that took it (its run id, the worker, the
+// request's slot and the entry's index); counters answer on JetStream's
+// ack today, so nothing reads it yet.
 // A pure codec over bytes: fixed layout, little-endian, a decoder that
 // checks every field (a stream is input like any other).
 //
@@ -27,6 +29,7 @@
 #include <cstdint>
 
 #include "cluster/replicated_update.h"
+#include "shingled/counters_wire.h"
 #include "store/counter_store.h"
 
 namespace shingled::cluster {
@@ -36,7 +39,7 @@ inline constexpr uint8_t kCounterRecordKind = 1;
 static_assert(kCounterRecordFormat != kUpdateFormat, "a counter record must not decode as a fuzzy update");
 inline constexpr size_t kCounterRecordHeader = 24;
 inline constexpr size_t kCounterCallSize = 40;
-inline constexpr size_t kMaxCounterCalls = 1024;  // a message under 41 KB
+inline constexpr size_t kMaxCounterCalls = counters::kMaxEntries;  // one request's entries: 2,584 bytes at most
 inline constexpr size_t kMaxCounterRecord = kCounterRecordHeader + kMaxCounterCalls * kCounterCallSize;
 // Accept times past this (year 5138, in milliseconds) are refused.
 inline constexpr uint64_t kMaxAcceptTimeMs = 100'000'000'000'000;

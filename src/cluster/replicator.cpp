@@ -93,7 +93,7 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   for (unsigned w = 0; w < options_.workers; ++w) {
     lanes_.push_back(std::make_unique<Lane>(options_.ring_capacity, options_.max_in_flight));
   }
-  owners_.assign(options_.log.max_pending, Owner{0, 0});
+  owners_.assign(options_.log.max_pending, Owner{0, 0, ProposalKind::fuzzy});
   free_tokens_.clear();
   for (size_t t = owners_.size(); t-- > 0;) free_tokens_.push_back(t);
   std::random_device rd;
@@ -123,6 +123,26 @@ bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& upd
   ++lane.in_flight;
   return true;
 }
+
+bool Replicator::propose_counters(unsigned w, uint64_t token, const CounterRecordHeader& header,
+                                  const CounterCall* calls, size_t n, const char* id) {
+  Lane& lane = *lanes_[w];
+  if (lane.in_flight >= options_.max_in_flight) return false;
+  CounterProposal* p = lane.counter_proposals.reserve();
+  if (p == nullptr) return false;
+  const size_t len = encode_counter_record(header, calls, n, p->data);
+  if (len == 0) return false;  // not a record any node could apply
+  p->token = token;
+  p->len = uint32_t(len);
+  snprintf(p->id, sizeof p->id, "%s", id);
+  lane.counter_proposals.commit();
+  ++lane.in_flight;
+  return true;
+}
+
+const AppliedCounters* Replicator::next_counters(unsigned w) { return lanes_[w]->counter_applies.front(); }
+
+void Replicator::release_counters(unsigned w) { lanes_[w]->counter_applies.release(); }
 
 bool Replicator::next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out) {
   Lane& lane = *lanes_[w];
@@ -154,8 +174,53 @@ bool Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
   return true;
 }
 
+bool Replicator::hand_counters_to_owners(uint64_t sequence, const CounterRecordHeader& h, const CounterCall* calls) {
+  // One slot per owner with calls in the record, reserved before any is
+  // filled: a full owner parks the whole record, and nothing is half-handed.
+  std::vector<AppliedCounters*>& slot = counter_slots_;
+  slot.assign(lanes_.size(), nullptr);
+  std::vector<unsigned>& owner = counter_owners_;
+  owner.resize(h.calls);
+  for (size_t i = 0; i < h.calls; ++i) {
+    const unsigned w = options_.counter_owner_of(calls[i].op);
+    owner[i] = w < lanes_.size() ? w : 0;
+  }
+  for (size_t i = 0; i < h.calls; ++i) {
+    const unsigned w = owner[i];
+    if (slot[w] != nullptr) continue;
+    slot[w] = lanes_[w]->counter_applies.reserve();
+    if (slot[w] == nullptr) {
+      ParkedCounters& p = parked_counters_.emplace();
+      p.sequence = sequence;
+      p.header = h;
+      std::copy(calls, calls + h.calls, p.calls);
+      if (options_.wake) options_.wake(w);
+      return false;
+    }
+    slot[w]->sequence = sequence;
+    slot[w]->accept_ms = h.accept_ms;
+    slot[w]->n = 0;
+  }
+  for (size_t i = 0; i < h.calls; ++i) {
+    AppliedCounters& a = *slot[owner[i]];
+    a.ops[a.n++] = calls[i].op;
+  }
+  for (unsigned w = 0; w < lanes_.size(); ++w) {
+    if (slot[w] == nullptr) continue;
+    lanes_[w]->counter_applies.commit();
+    lanes_[w]->touched = true;
+  }
+  return true;
+}
+
 // The parked record, if its owner has room now.
 bool Replicator::unpark() {
+  if (parked_counters_) {
+    // Moved out first: handing it on may park it again.
+    const std::unique_ptr<ParkedCounters> p = std::make_unique<ParkedCounters>(*parked_counters_);
+    parked_counters_.reset();
+    return hand_counters_to_owners(p->sequence, p->header, p->calls);
+  }
   if (!parked_) return true;
   Lane& lane = *lanes_[parked_->owner];
   Applied* slot = lane.applies.reserve();
@@ -178,14 +243,21 @@ void Replicator::wake_touched() {
   }
 }
 
-bool Replicator::next_outcome(unsigned w, ProposalOutcome& out) {
-  Lane& lane = *lanes_[w];
-  const ProposalOutcome* o = lane.outcomes.front();
+bool Replicator::take_outcome(Lane& lane, SpscRing<ProposalOutcome>& ring, ProposalOutcome& out) {
+  const ProposalOutcome* o = ring.front();
   if (o == nullptr) return false;
   out = *o;
-  lane.outcomes.release();
+  ring.release();
   --lane.in_flight;
   return true;
+}
+
+bool Replicator::next_outcome(unsigned w, ProposalOutcome& out) {
+  return take_outcome(*lanes_[w], lanes_[w]->outcomes, out);
+}
+
+bool Replicator::next_counter_outcome(unsigned w, ProposalOutcome& out) {
+  return take_outcome(*lanes_[w], lanes_[w]->counter_outcomes, out);
 }
 
 void Replicator::run() {
@@ -301,6 +373,35 @@ void Replicator::set_writable(bool writable) {
   }
 }
 
+// To the outcome ring of its kind: never full, since a lane has no more
+// proposals in flight than a ring holds (see propose()).
+void Replicator::hand_outcome(Lane& lane, const ProposalOutcome& outcome) {
+  SpscRing<ProposalOutcome>& ring = outcome.kind == ProposalKind::counters ? lane.counter_outcomes : lane.outcomes;
+  ProposalOutcome* o = ring.reserve();
+  if (o == nullptr) return;
+  *o = outcome;
+  ring.commit();
+  lane.touched = true;
+}
+
+// Publishes one proposal of worker `w`; false when the log did not take it
+// (the connection is gone), and then its outcome says so at once.
+bool Replicator::publish_proposal(unsigned w, uint64_t token, ProposalKind kind, const char* id,
+                                  const uint8_t* data, size_t len) {
+  Lane& lane = *lanes_[w];
+  const uint64_t t = free_tokens_.back();
+  const std::string message_id = id[0] != '\0' ? std::string(id) : id_prefix_ + std::to_string(next_id_++);
+  stats_.proposed.fetch_add(1, std::memory_order_relaxed);
+  if (log_.publish(t, message_id, data, len)) {
+    free_tokens_.pop_back();
+    owners_[t] = Owner{w, token, kind};
+    return true;
+  }
+  hand_outcome(lane, ProposalOutcome{token, false, 0, kind});
+  stats_.given_up.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 // Publishes what the workers proposed, as far as the log takes more.
 bool Replicator::take_proposals() {
   bool any = false;
@@ -309,23 +410,15 @@ bool Replicator::take_proposals() {
     while (!free_tokens_.empty()) {
       const Proposal* p = lane.proposals.front();
       if (p == nullptr) break;
-      const uint64_t t = free_tokens_.back();
-      const std::string id = p->id[0] != '\0' ? std::string(p->id) : id_prefix_ + std::to_string(next_id_++);
-      if (log_.publish(t, id, p->data, p->len)) {
-        free_tokens_.pop_back();
-        owners_[t] = Owner{w, p->token};
-      } else {
-        // Not taken (the connection is gone): its outcome says so now.
-        ProposalOutcome* o = lane.outcomes.reserve();  // never full: see propose()
-        if (o != nullptr) {
-          *o = ProposalOutcome{p->token, false, 0};
-          lane.outcomes.commit();
-          lane.touched = true;
-        }
-        stats_.given_up.fetch_add(1, std::memory_order_relaxed);
-      }
+      publish_proposal(w, p->token, ProposalKind::fuzzy, p->id, p->data, p->len);
       lane.proposals.release();
-      stats_.proposed.fetch_add(1, std::memory_order_relaxed);
+      any = true;
+    }
+    while (!free_tokens_.empty()) {
+      const CounterProposal* p = lane.counter_proposals.front();
+      if (p == nullptr) break;
+      publish_proposal(w, p->token, ProposalKind::counters, p->id, p->data, p->len);
+      lane.counter_proposals.release();
       any = true;
     }
   }
@@ -339,13 +432,7 @@ bool Replicator::settle_publishes(std::vector<JetStreamLog::Outcome>& done) {
   for (const JetStreamLog::Outcome& d : done) {
     const Owner owner = owners_[d.token];
     free_tokens_.push_back(d.token);
-    Lane& lane = *lanes_[owner.worker];
-    ProposalOutcome* o = lane.outcomes.reserve();  // never full: see propose()
-    if (o != nullptr) {
-      *o = ProposalOutcome{owner.token, d.stored, d.sequence};
-      lane.outcomes.commit();
-      lane.touched = true;
-    }
+    hand_outcome(*lanes_[owner.worker], ProposalOutcome{owner.token, d.stored, d.sequence, owner.kind});
     (d.stored ? stats_.stored : stats_.given_up).fetch_add(1, std::memory_order_relaxed);
     if (!d.stored) {
       LOG_WARN("cluster: an update was not stored: %s", d.error.c_str());
@@ -353,6 +440,22 @@ bool Replicator::settle_publishes(std::vector<JetStreamLog::Outcome>& done) {
     }
   }
   return !done.empty();
+}
+
+// A counter record read from the stream: to its owners (a node without
+// counter owners, or a record that does not decode, counts it malformed).
+bool Replicator::apply_counter_record(uint64_t sequence, const uint8_t* data, size_t len) {
+  CounterRecordHeader h;
+  bool more = true;
+  if (!options_.counter_owner_of || decode_counter_record(data, len, h, counter_calls_) != CounterRecordDecode::ok) {
+    stats_.malformed.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    more = hand_counters_to_owners(sequence, h, counter_calls_);
+    stats_.applied.fetch_add(1, std::memory_order_relaxed);
+    stats_.last_applied_time.store(h.accept_ms / 1000, std::memory_order_relaxed);
+  }
+  stats_.last_applied.store(sequence, std::memory_order_relaxed);
+  return more;
 }
 
 // Applies the next records of the stream; after a failed read, recreates
@@ -386,6 +489,7 @@ bool Replicator::apply_records(int wait_ms) {
                     (unsigned long long)read_next_, (unsigned long long)(sequence - 1));
         }
         read_next_ = sequence + 1;
+        if (len > 0 && data[0] == kCounterRecordFormat) return apply_counter_record(sequence, data, len);
         ReplicatedUpdate u;
         bool more = true;
         if (decode_update(data, len, u) != UpdateDecode::ok) {

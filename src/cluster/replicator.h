@@ -19,6 +19,12 @@
 //    does not decode is counted and skipped (a newer node's format, a
 //    foreign publisher), never applied.
 //
+// Counter records (counter_record.h) travel the same way beside fuzzy
+// updates, on rings of their own: propose_counters / next_counter_outcome,
+// and, read from the stream, each record's calls split by
+// options.counter_owner_of, every owner's share handed over together or
+// the whole record parked (next_counters).
+//
 // A client's WRITE or DEL is published under an id made of what the client
 // sent (update_message_id): the same learn reaching several nodes (rspamd
 // sends each to every server of its rule) or one node twice (a
@@ -41,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/counter_record.h"
 #include "cluster/jetstream_log.h"
 #include "cluster/replicated_update.h"
 #include "common/spsc_ring.h"
@@ -70,13 +77,29 @@ struct ReplicatorOptions {
   // most this many records behind the stream's end.
   uint64_t ready_lag = 1000;
   std::function<unsigned(const ReplicatedUpdate&)> owner_of;
+  // Counter records (counter_record.h): the worker that applies a call (its
+  // counter shard's owner). Unset: counter records are counted malformed.
+  std::function<unsigned(const CounterOp&)> counter_owner_of;
   std::function<void(unsigned)> wake;
 };
+
+// What a proposal carries: a fuzzy update or a request's counter calls.
+enum class ProposalKind : uint8_t { fuzzy = 0, counters = 1 };
 
 struct ProposalOutcome {
   uint64_t token = 0;     // the worker's, from propose()
   bool stored = false;
   uint64_t sequence = 0;  // when stored
+  ProposalKind kind = ProposalKind::fuzzy;
+};
+
+// A worker's share of one counter record: the calls of its own shards, in
+// the record's order, with the accepting node's time.
+struct AppliedCounters {
+  uint64_t sequence = 0;
+  uint64_t accept_ms = 0;
+  uint16_t n = 0;
+  CounterOp ops[kMaxCounterCalls];
 };
 
 struct ReplicatorStats {
@@ -151,10 +174,22 @@ class Replicator {
   // Worker `w`'s thread only. False, at once, when its ring is full or as
   // many of its proposals are in flight as the ring holds.
   bool propose(unsigned w, uint64_t token, const ReplicatedUpdate& update);
+  // The same for one client request's counter calls (`calls`, 1 to
+  // kMaxCounterCalls, with `header`), stored under message id `id` (the
+  // caller's: made of what the client sent, so a resend is stored once).
+  // Its outcome comes back through next_counter_outcome().
+  bool propose_counters(unsigned w, uint64_t token, const CounterRecordHeader& header, const CounterCall* calls,
+                        size_t n, const char* id);
   bool next_outcome(unsigned w, ProposalOutcome& out);
+  bool next_counter_outcome(unsigned w, ProposalOutcome& out);
   // With options.owner_of: the next record worker `w` applies, in stream
   // order among its own.
   bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
+  // With options.counter_owner_of: worker `w`'s next share of a counter
+  // record, in stream order among its own. Points into the ring until
+  // release_counters(w).
+  const AppliedCounters* next_counters(unsigned w);
+  void release_counters(unsigned w);
   // How many updates one worker may have in flight.
   size_t lane_capacity() const { return options_.max_in_flight; }
   // How many of them may be refreshes: half of what the worker's proposal
@@ -163,7 +198,9 @@ class Replicator {
   size_t refresh_capacity() const { return std::min(options_.ring_capacity, options_.max_in_flight) / 2; }
   // Whether worker `w`'s lane holds outcomes, or records (hints).
   bool lane_has_outcomes(unsigned w) const { return !lanes_[w]->outcomes.empty(); }
+  bool lane_has_counter_outcomes(unsigned w) const { return !lanes_[w]->counter_outcomes.empty(); }
   bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
+  bool lane_has_counters(unsigned w) const { return !lanes_[w]->counter_applies.empty(); }
   // Worker `w`'s thread only: its proposals awaiting their outcome.
   size_t in_flight(unsigned w) const { return lanes_[w]->in_flight; }
 
@@ -183,17 +220,31 @@ class Replicator {
     uint64_t sequence;
     ReplicatedUpdate update;
   };
+  struct CounterProposal {
+    uint64_t token;
+    uint32_t len;
+    char id[kMessageIdSize + 1];
+    uint8_t data[kMaxCounterRecord];
+  };
   struct alignas(64) Lane {
-    Lane(size_t ring, size_t in_flight) : proposals(ring), outcomes(in_flight), applies(ring) {}
+    // Counter records are ~8 times a fuzzy update's size: their rings hold
+    // a quarter as many.
+    Lane(size_t ring, size_t in_flight)
+        : proposals(ring), outcomes(in_flight), applies(ring), counter_proposals(std::max<size_t>(ring / 4, 1)),
+          counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;
     SpscRing<Applied> applies;
+    SpscRing<CounterProposal> counter_proposals;
+    SpscRing<ProposalOutcome> counter_outcomes;  // apart, so each handler takes only its own
+    SpscRing<AppliedCounters> counter_applies;
     size_t in_flight = 0;
     bool touched = false;  // the replicator's: something was handed over this pass
   };
   struct Owner {
     unsigned worker;
     uint64_t token;
+    ProposalKind kind;
   };
 
   void run();
@@ -201,6 +252,18 @@ class Replicator {
   bool settle_publishes(std::vector<JetStreamLog::Outcome>& done);
   bool apply_records(int wait_ms);
   bool hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u);
+  // Splits a counter record's calls by owner; all owners get their share
+  // or none does (the record is parked until they have room).
+  bool hand_counters_to_owners(uint64_t sequence, const CounterRecordHeader& h, const CounterCall* calls);
+  bool publish_proposal(unsigned w, uint64_t token, ProposalKind kind, const char* id, const uint8_t* data,
+                        size_t len);
+  bool apply_counter_record(uint64_t sequence, const uint8_t* data, size_t len);
+  void hand_outcome(Lane& lane, const ProposalOutcome& outcome);
+  static bool take_outcome(Lane& lane, SpscRing<ProposalOutcome>& ring, ProposalOutcome& out);
+  // Scratch of the reading thread for counter records.
+  CounterCall counter_calls_[kMaxCounterCalls];
+  std::vector<AppliedCounters*> counter_slots_;
+  std::vector<unsigned> counter_owners_;
   bool unpark();
   void wake_touched();
 
@@ -218,6 +281,12 @@ class Replicator {
     unsigned owner;
   };
   std::optional<Parked> parked_;   // read, but its owner's lane was full
+  struct ParkedCounters {
+    uint64_t sequence;
+    CounterRecordHeader header;
+    CounterCall calls[kMaxCounterCalls];
+  };
+  std::optional<ParkedCounters> parked_counters_;  // the same for a counter record
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
   uint64_t last_record_ms_ = 0;    // when the last record was read (or reading restarted)
   void restart_stalled_read();

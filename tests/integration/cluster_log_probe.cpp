@@ -8,6 +8,7 @@
 //   cluster_log_probe --servers URL[,URL...] --stream NAME --existing purge-below SEQ
 //   cluster_log_probe --servers URL[,URL...] --stream NAME catch-up LAG   (ready() only once caught up)
 //   cluster_log_probe --servers URL[,URL...] kv-cas BUCKET   (cluster/kv_record.h's compare-and-set)
+//   cluster_log_probe --servers URL[,URL...] replicate-counters WORKERS COUNT   (counter records, by owner)
 //
 // --existing opens a stream as it is (a node's), never changing it.
 // Record i is a deterministic update (its index in the digest, so a reader
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -45,6 +47,7 @@
 namespace {
 
 using namespace shingled::cluster;
+using shingled::CounterOp;
 
 uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -284,6 +287,112 @@ int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, 
              : 1;
 }
 
+// replicate-counters: WORKERS worker lanes propose COUNT counter records
+// (record r: three increments, shingles 3r..3r+2, delta r+1, message id
+// "c-r"; a call's owner is its shingle modulo WORKERS), then worker 0
+// proposes record 0 again under its id. Every call must reach its owner's
+// lane exactly once, in stream order, the repeat stored as a duplicate and
+// applied never. Prints {"stored":..,"calls_applied":..,"missing":..,
+// "repeated":..,"wrong_owner":..,"out_of_order":..,"wrong_delta":..}.
+int replicate_counters(ReplicatorOptions options, unsigned workers, uint64_t count, int timeout_ms) {
+  options.workers = workers;
+  options.read_from = 0;  // from the stream's end: earlier records are another test's
+  options.counter_owner_of = [workers](const CounterOp& op) { return unsigned(op.shingle % workers); };
+  Replicator rep;
+  std::string error;
+  if (!rep.start(options, [](uint64_t, const ReplicatedUpdate&) {}, error)) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  const auto record_calls = [](uint64_t r, CounterCall* calls) {
+    for (unsigned k = 0; k < 3; ++k) {
+      calls[k] = CounterCall{};
+      calls[k].op.prefix = 7;
+      calls[k].op.shingle = 3 * r + k;
+      calls[k].op.delta = r + 1;
+      calls[k].op.type = 1;
+      calls[k].op.increment = true;
+      calls[k].back.index = uint8_t(k);
+    }
+  };
+  std::vector<std::vector<uint32_t>> times_applied(workers, std::vector<uint32_t>(3 * count, 0));
+  std::vector<uint64_t> stored(workers, 0), wrong_owner(workers, 0), out_of_order(workers, 0), wrong_delta(workers, 0);
+  std::vector<uint64_t> calls_applied(workers, 0);
+  std::atomic<uint64_t> all_applied{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<uint64_t> mine;
+      for (uint64_t r = w; r < count; r += workers) mine.push_back(r);
+      if (w == 0 && count > 0) mine.push_back(0);  // the repeat, under the same id
+      size_t next = 0, outcomes = 0;
+      uint64_t last_seq = 0;
+      while ((outcomes < mine.size() || all_applied.load() < 3 * count) &&
+             std::chrono::steady_clock::now() < deadline) {
+        // The repeat only once the first is stored: then it is a duplicate.
+        while (next < mine.size() && (next + 1 < mine.size() || w != 0 || outcomes == next)) {
+          CounterCall calls[3];
+          record_calls(mine[next], calls);
+          CounterRecordHeader h;
+          h.accept_ms = 1'795'000'000'000;
+          h.origin = 42;
+          const std::string id = "c-" + std::to_string(mine[next]);
+          if (!rep.propose_counters(w, mine[next], h, calls, 3, id.c_str())) break;
+          ++next;
+        }
+        ProposalOutcome o;
+        bool any = false;
+        while (rep.next_counter_outcome(w, o)) {
+          stored[w] += o.stored;
+          ++outcomes;
+          any = true;
+        }
+        while (const AppliedCounters* a = rep.next_counters(w)) {
+          if (a->sequence < last_seq) ++out_of_order[w];
+          last_seq = a->sequence;
+          for (uint16_t i = 0; i < a->n; ++i) {
+            const CounterOp& op = a->ops[i];
+            if (op.shingle % workers != w) ++wrong_owner[w];
+            if (op.shingle < 3 * count) ++times_applied[w][op.shingle];
+            if (op.delta != op.shingle / 3 + 1) ++wrong_delta[w];
+          }
+          calls_applied[w] += a->n;
+          all_applied.fetch_add(a->n);
+          rep.release_counters(w);
+          any = true;
+        }
+        if (!any) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  rep.stop();
+  uint64_t total_stored = 0, applied = 0, missing = 0, repeated = 0, owner = 0, order = 0, delta = 0;
+  for (unsigned w = 0; w < workers; ++w) {
+    total_stored += stored[w];
+    applied += calls_applied[w];
+    owner += wrong_owner[w];
+    order += out_of_order[w];
+    delta += wrong_delta[w];
+  }
+  for (uint64_t c = 0; c < 3 * count; ++c) {
+    uint32_t seen = 0;
+    for (unsigned w = 0; w < workers; ++w) seen += times_applied[w][c];
+    missing += seen == 0;
+    repeated += seen > 1;
+  }
+  printf("{\"stored\":%llu,\"calls_applied\":%llu,\"missing\":%llu,\"repeated\":%llu,\"wrong_owner\":%llu,"
+         "\"out_of_order\":%llu,\"wrong_delta\":%llu,\"malformed\":%llu}\n",
+         (unsigned long long)total_stored, (unsigned long long)applied, (unsigned long long)missing,
+         (unsigned long long)repeated, (unsigned long long)owner, (unsigned long long)order, (unsigned long long)delta,
+         (unsigned long long)rep.stats().malformed.load());
+  return total_stored == count + 1 && applied == 3 * count && missing == 0 && repeated == 0 && owner == 0 &&
+                 order == 0 && delta == 0
+             ? 0
+             : 1;
+}
+
 // A node reading a stream of `last` records from its start, slowly (50 us
 // a record), with ready_lag `lag`: ready() must stay false while more than
 // `lag` records are unread, and turn true once it has caught up.
@@ -435,7 +544,8 @@ int main(int argc, char** argv) {
   options.retry_for_ms = unsigned(retry_ms);
   options.replicas = int(replicas);
   const std::vector<std::string>& rest = cl.words;
-  if (!rest.empty() && (rest[0] == "replicate" || rest[0] == "fill-ring" || rest[0] == "catch-up") &&
+  if (!rest.empty() &&
+      (rest[0] == "replicate" || rest[0] == "replicate-counters" || rest[0] == "fill-ring" || rest[0] == "catch-up") &&
       !options.servers.empty()) {
     ReplicatorOptions ro;
     ro.log = options;
@@ -445,6 +555,10 @@ int main(int argc, char** argv) {
     if (rest[0] == "fill-ring" && rest.size() == 2) return fill_ring(ro, strtoull(rest[1].c_str(), nullptr, 10));
     if (rest[0] == "catch-up" && rest.size() == 2) {
       return catch_up(ro, strtoull(rest[1].c_str(), nullptr, 10), int(timeout_ms));
+    }
+    if (rest[0] == "replicate-counters" && rest.size() == 3) {
+      return replicate_counters(ro, unsigned(strtoul(rest[1].c_str(), nullptr, 10)),
+                                strtoull(rest[2].c_str(), nullptr, 10), int(timeout_ms));
     }
     if (rest[0] == "replicate" && rest.size() == 4) {
       ro.workers = unsigned(strtoul(rest[1].c_str(), nullptr, 10));

@@ -19,6 +19,9 @@
 #    each as proposed, each outcome naming the sequence the apply saw; a
 #    node restarted at sequence 10,001 applies exactly the rest; a lane
 #    whose outcomes are not taken refuses its ninth update at once;
+#  - counter records (src/cluster/counter_record) through the replicator:
+#    3,000 proposed from three lanes, each call handed to its owner's lane
+#    once and in order, a repeat under the same id stored once;
 #  - a key-value record's compare-and-set (src/cluster/kv_record): a second
 #    create and a stale update lose without an error, a current one wins.
 # Usage: cluster_log_test.sh --build BUILD_DIR
@@ -169,6 +172,12 @@ out=$("$probe" "${repl[@]}" fill-ring 8); rc=$?
 # caught up.
 out=$("$probe" "${repl[@]}" --timeout-ms 20000 catch-up 100); rc=$?
 [ $rc -eq 0 ] && pass "replicator_ready_only_once_caught_up ($out)" || fail replicator_ready_only_once_caught_up "rc=$rc $out"
+# Counter records through the same replicator: every call reaches the
+# worker that owns its shard exactly once, in stream order, and a record
+# proposed again under its id is stored once.
+out=$("$probe" "${repl[@]}" --timeout-ms 20000 replicate-counters 3 3000); rc=$?
+[ $rc -eq 0 ] && pass "replicator_hands_counter_calls_to_their_owners ($out)" ||
+  fail replicator_hands_counter_calls_to_their_owners "rc=$rc $out"
 # The compare-and-set the cluster's shared values use (the snapshot period
 # claimed, the partition layout): one create wins, a stale update loses.
 out=$("$probe" --servers "$servers" kv-cas PROBE_KV); rc=$?
