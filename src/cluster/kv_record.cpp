@@ -13,6 +13,7 @@ KvRecord::~KvRecord() {
 
 bool KvRecord::open(jsCtx* js, const std::string& bucket, int replicas, bool create, std::string& error) {
   bucket_ = bucket;
+  js_ = js;
   natsStatus s = js_KeyValue(&kv_, js, bucket.c_str());
   if (s != NATS_OK && create) {
     kvConfig cfg;
@@ -32,19 +33,32 @@ bool KvRecord::open(jsCtx* js, const std::string& bucket, int replicas, bool cre
   return true;
 }
 
+// From the bucket's stream leader (js_GetLastMsg), not kvStore_Get: the
+// client library reads a bucket created with direct gets from any replica,
+// and a follower may not have a write acknowledged a moment ago (seen:
+// a value read back older than the update just made). A compare-and-set
+// must start from the latest revision, and a value written must be read
+// back as written.
 bool KvRecord::get(const std::string& key, std::string& value, uint64_t& revision, bool& found, std::string& error) {
   found = false;
-  kvEntry* entry = nullptr;
-  const natsStatus s = kvStore_Get(&entry, kv_, key.c_str());
-  if (s == NATS_NOT_FOUND) return true;
+  natsMsg* msg = nullptr;
+  jsErrCode code = jsErrCode(0);
+  const std::string stream = "KV_" + bucket_, subject = "$KV." + bucket_ + "." + key;
+  const natsStatus s = js_GetLastMsg(&msg, js_, stream.c_str(), subject.c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return true;
   if (s != NATS_OK) {
-    error = "key-value bucket " + bucket_ + ", key " + key + ": " + describe_nats(s, 0);
+    error = "key-value bucket " + bucket_ + ", key " + key + ": " + describe_nats(s, code);
     return false;
   }
-  value.assign(static_cast<const char*>(kvEntry_Value(entry)), size_t(kvEntry_ValueLen(entry)));
-  revision = kvEntry_Revision(entry);
-  kvEntry_Destroy(entry);
-  found = true;
+  // A deleted or purged key keeps a marker message: no value.
+  const char* operation = nullptr;
+  const bool marker = natsMsgHeader_Get(msg, "KV-Operation", &operation) == NATS_OK && operation != nullptr;
+  if (!marker) {
+    value.assign(natsMsg_GetData(msg), size_t(natsMsg_GetDataLength(msg)));
+    revision = natsMsg_GetSequence(msg);
+    found = true;
+  }
+  natsMsg_Destroy(msg);
   return true;
 }
 

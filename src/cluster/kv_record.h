@@ -33,6 +33,7 @@ class KvRecord {
               std::string& error);
 
  private:
+  __jsCtx* js_ = nullptr;
   __kvStore* kv_ = nullptr;
   std::string bucket_;
   bool missing_ = false;

@@ -475,9 +475,10 @@ bool number_option(const shingled::CommandLine& cl, const char* name, uint64_t& 
 }  // namespace
 
 // kv-cas: a key created once, a second create and a stale update lose
-// without an error, an update at the right revision wins. Prints
-// {"created":..,"created_again":..,"stale_update":..,"update":..,"value":".."};
-// exit 1 unless exactly the first and the last were written.
+// without an error, an update at the right revision wins, and 50 updates
+// in a row are each read back at once as written. Prints
+// {"created":..,"created_again":..,"stale_update":..,"update":..,"value":"..",
+// "stale_reads_of_50":..}; exit 1 unless all of that held.
 int kv_cas(const LogOptions& options, const std::string& bucket) {
   NatsEndpoint endpoint;
   endpoint.servers = options.servers;
@@ -499,10 +500,26 @@ int kv_cas(const LogOptions& options, const std::string& bucket) {
         kv.put_if("k", "two", 0, again, error) && kv.get("k", value, revision, found, error) &&
         kv.put_if("k", "stale", revision + 7, stale, error) && kv.put_if("k", "three", revision, updated, error) &&
         kv.get("k", value, revision, found, error)) {
-      printf("{\"created\":%s,\"created_again\":%s,\"stale_update\":%s,\"update\":%s,\"value\":\"%s\"}\n",
+      // Read-your-writes, 50 times: each update read back at once, as
+      // written (a read served by a lagging replica would not be).
+      unsigned stale_reads = 0;
+      for (int r = 0; r < 50 && error.empty(); ++r) {
+        const std::string want = "round-" + std::to_string(r);
+        bool wrote = false;
+        std::string got;
+        uint64_t at = 0;
+        if (kv.put_if("k", want, revision, wrote, error) && wrote && kv.get("k", got, at, found, error)) {
+          stale_reads += got != want || at <= revision;
+          revision = at;
+        } else {
+          ++stale_reads;
+        }
+      }
+      printf("{\"created\":%s,\"created_again\":%s,\"stale_update\":%s,\"update\":%s,\"value\":\"%s\","
+             "\"stale_reads_of_50\":%u,\"error\":\"%s\"}\n",
              created ? "true" : "false", again ? "true" : "false", stale ? "true" : "false",
-             updated ? "true" : "false", json_text(value).c_str());
-      rc = created && !again && !stale && updated && value == "three" ? 0 : 1;
+             updated ? "true" : "false", json_text(value).c_str(), stale_reads, json_text(error).c_str());
+      rc = created && !again && !stale && updated && value == "three" && stale_reads == 0 ? 0 : 1;
     } else {
       printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
     }
