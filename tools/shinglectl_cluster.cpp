@@ -11,6 +11,7 @@
 #include "cluster/nats_connection.h"
 #include "cluster/partition_map.h"
 #include "config/config_loader.h"
+#include "daemon/cluster_endpoint.h"
 #include "daemon/cluster_snapshot.h"
 #include "persist/lmdb_environment.h"
 #include "store/fuzzy_store.h"
@@ -18,7 +19,6 @@
 namespace shingled {
 namespace {
 
-constexpr const char* kLayoutKey = "layout";
 constexpr uint32_t kDefaultPartitions = 256;
 constexpr uint32_t kDefaultReplicas = 3;
 constexpr const char* kNoLayout = "no partition layout is set yet (shinglectl cluster layout --members NAME,NAME,...)";
@@ -75,13 +75,13 @@ void print_layout(const nlohmann::json& j) {
 // The layout command on an open JetStream context: shows, or sets and shows.
 int layout_with(jsCtx* js, const ClusterConfig& c, const LayoutChange& change, bool json) {
   std::string error;
-  const std::string bucket = c.stream + "_PARTITIONS";
+  const std::string bucket = cluster::layout_bucket(c.stream);
   cluster::KvRecord record;
   std::string text;
   uint64_t revision = 0;
   bool found = false;
   if (!record.open(js, bucket, c.replicas, change.set, error) ||
-      !record.get(kLayoutKey, text, revision, found, error)) {
+      !record.get(cluster::kLayoutKey, text, revision, found, error)) {
     if (record.missing()) error = kNoLayout;
     fprintf(stderr, "shinglectl: cluster layout: %s\n", error.c_str());
     return 1;
@@ -89,7 +89,7 @@ int layout_with(jsCtx* js, const ClusterConfig& c, const LayoutChange& change, b
   cluster::PartitionLayout stored;
   if (found && !cluster::decode_layout(text, stored, error)) {
     fprintf(stderr, "shinglectl: cluster layout: %s, key %s holds no usable layout: %s\n", bucket.c_str(),
-            kLayoutKey, error.c_str());
+            cluster::kLayoutKey, error.c_str());
     return 1;
   }
   if (!change.set) {
@@ -117,7 +117,7 @@ int layout_with(jsCtx* js, const ClusterConfig& c, const LayoutChange& change, b
   }
   const bool first = !found;
   bool written = false;
-  if (!record.put_if(kLayoutKey, cluster::encode_layout(next), found ? revision : 0, written, error)) {
+  if (!record.put_if(cluster::kLayoutKey, cluster::encode_layout(next), found ? revision : 0, written, error)) {
     fprintf(stderr, "shinglectl: cluster layout: %s\n", error.c_str());
     return 1;
   }
@@ -127,7 +127,7 @@ int layout_with(jsCtx* js, const ClusterConfig& c, const LayoutChange& change, b
     return 1;
   }
   std::string readback;
-  if (!record.get(kLayoutKey, readback, revision, found, error) || !found) {
+  if (!record.get(cluster::kLayoutKey, readback, revision, found, error) || !found) {
     fprintf(stderr, "shinglectl: cluster layout: stored, but not read back: %s\n", error.c_str());
     return 1;
   }
@@ -152,10 +152,7 @@ int run_cluster_layout(const std::string& config_path, const LayoutChange& chang
   Config config;
   if (!load_cluster_config(config_path, "partition layout", config)) return 1;
   const ClusterConfig& c = config.cluster;
-  cluster::NatsEndpoint endpoint;
-  endpoint.servers = c.servers;
-  endpoint.client_name = "shinglectl cluster layout";
-  endpoint.creds_file = c.creds_file;
+  const cluster::NatsEndpoint endpoint = cluster_endpoint(c, "shinglectl cluster layout");
   std::string error;
   natsConnection* nc = cluster::connect_nats(endpoint, error);
   if (nc == nullptr) {

@@ -51,6 +51,12 @@ struct PartitionLayout {
   }
 };
 
+// Where the layout lives: key kLayoutKey of the key-value bucket
+// layout_bucket(<the cluster's stream>), written by `shinglectl cluster
+// layout` and read by every node (daemon/layout_watcher).
+inline constexpr const char* kLayoutKey = "layout";
+inline std::string layout_bucket(const std::string& stream) { return stream + "_PARTITIONS"; }
+
 // Text, one field a line, after a format line. Members are written sorted.
 std::string encode_layout(const PartitionLayout& layout);
 // False, with the reason, for anything but a whole, valid layout: the

@@ -15,6 +15,7 @@
 #include "cluster/snapshot_store.h"
 #include "common/clock.h"
 #include "common/little_endian.h"
+#include "daemon/cluster_endpoint.h"
 
 namespace shingled {
 namespace {
@@ -23,14 +24,6 @@ constexpr size_t kRestoreBatch = 20'000;  // records per durable transaction
 // The cluster records that are not a shard's position.
 constexpr std::string_view kSeedKey = "digest_seed";
 constexpr std::string_view kBootstrapKey = "bootstrap";  // a bootstrap under way: the snapshot's id
-
-cluster::NatsEndpoint endpoint_of(const ClusterConfig& cluster, const std::string& name) {
-  cluster::NatsEndpoint e;
-  e.servers = cluster.servers;
-  e.client_name = name;
-  e.creds_file = cluster.creds_file;
-  return e;
-}
 
 }  // namespace
 
@@ -112,7 +105,7 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   }
   // The read transaction is over: the chunks to the cluster.
   cluster::SnapshotStore store;
-  if (!store.open(endpoint_of(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, true, error)) {
+  if (!store.open(cluster_endpoint(cluster, "shingled snapshot " + node), cluster.stream, cluster.replicas, true, error)) {
     return false;
   }
   std::string chunk;
@@ -170,7 +163,7 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
                               cluster::SnapshotManifest& out, bool& restored, std::string& error) {
   restored = false;
   cluster::SnapshotStore store;
-  if (!store.open(endpoint_of(cluster, "shingled " + cluster.node + " bootstrap"), cluster.stream, cluster.replicas,
+  if (!store.open(cluster_endpoint(cluster, "shingled " + cluster.node + " bootstrap"), cluster.stream, cluster.replicas,
                   false, error)) {
     return false;
   }

@@ -8,11 +8,11 @@
 #include "cluster/kv_record.h"
 #include "cluster/nats_connection.h"
 #include "common/log.h"
+#include "daemon/cluster_endpoint.h"
 
 namespace shingled {
 namespace {
 constexpr auto kPollPeriod = std::chrono::seconds(2);
-constexpr const char* kLayoutKey = "layout";  // as shinglectl cluster layout writes it
 }  // namespace
 
 LayoutWatcher::LayoutWatcher(const ClusterConfig& cluster) : cluster_(cluster) {}
@@ -38,10 +38,7 @@ LayoutView LayoutWatcher::view() const {
 }
 
 void LayoutWatcher::run() {
-  cluster::NatsEndpoint endpoint;
-  endpoint.servers = cluster_.servers;
-  endpoint.client_name = "shingled layout " + cluster_.node;
-  endpoint.creds_file = cluster_.creds_file;
+  const cluster::NatsEndpoint endpoint = cluster_endpoint(cluster_, "shingled layout " + cluster_.node);
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -75,8 +72,8 @@ void LayoutWatcher::read_once(jsCtx* js) {
   std::string error, text;
   uint64_t revision = 0;
   bool found = false;
-  const bool read = record.open(js, cluster_.stream + "_PARTITIONS", cluster_.replicas, false, error) &&
-                    record.get(kLayoutKey, text, revision, found, error);
+  const bool read = record.open(js, cluster::layout_bucket(cluster_.stream), cluster_.replicas, false, error) &&
+                    record.get(cluster::kLayoutKey, text, revision, found, error);
   if (!read && !record.missing()) {
     std::lock_guard<std::mutex> lock(mutex_);
     view_.error = error;  // the last layout read stays in force

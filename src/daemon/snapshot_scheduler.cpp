@@ -6,6 +6,7 @@
 #include "cluster/snapshot_store.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "daemon/cluster_endpoint.h"
 #include "daemon/cluster_snapshot.h"
 
 namespace shingled {
@@ -51,10 +52,7 @@ void SnapshotScheduler::run() {
 
 void SnapshotScheduler::take_for_period(uint64_t period) {
   cluster::SnapshotStore store;
-  cluster::NatsEndpoint endpoint;
-  endpoint.servers = cluster_.servers;
-  endpoint.client_name = "shingled snapshots " + cluster_.node;
-  endpoint.creds_file = cluster_.creds_file;
+  const cluster::NatsEndpoint endpoint = cluster_endpoint(cluster_, "shingled snapshots " + cluster_.node);
   std::string error;
   bool won = false, had = false;
   cluster::SnapshotManifest previous, taken;
