@@ -14,6 +14,7 @@
 #include "daemon/cluster_endpoint.h"
 #include "daemon/cluster_snapshot.h"
 #include "persist/lmdb_environment.h"
+#include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 
 namespace shingled {
@@ -187,7 +188,8 @@ int run_cluster_snapshot(const std::string& config_path, bool json) {
   // The daemon's shard count (StoreOptions' default): every shard's
   // position must be in the snapshot.
   const unsigned shards = 1u << StoreOptions{}.shard_bits;
-  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, shards, m, error)) {
+  const unsigned counter_shards = config.counters_bind_sockets.empty() ? 0 : 1u << CounterStoreOptions{}.shard_bits;
+  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, shards, counter_shards, m, error)) {
     fprintf(stderr, "shinglectl: cluster snapshot: %s\n", error.c_str());
     return 1;
   }

@@ -1,5 +1,10 @@
 #include "cluster/counter_record.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <cstdio>
+
 #include "common/little_endian.h"
 #include "shingled/counters_wire.h"
 
@@ -32,6 +37,16 @@ const char* counter_record_decode_name(CounterRecordDecode d) {
     case CounterRecordDecode::count_: break;
   }
   return "?";
+}
+
+void counter_message_id(const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
+                        char (&out)[kMessageIdSize + 1]) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, source, source_len);
+  XXH3_128bits_update(&state, datagram, len);
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
+  snprintf(out, sizeof out, "c%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
 size_t encode_counter_record(const CounterRecordHeader& h, const CounterCall* calls, size_t n, uint8_t* out) {

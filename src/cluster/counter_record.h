@@ -78,6 +78,14 @@ enum class CounterRecordDecode : uint8_t {
 };
 const char* counter_record_decode_name(CounterRecordDecode d);
 
+// The message id a request's record is published under: "c" and the
+// 128-bit XXH3 of the client's source (address and port, as `source`
+// bytes) and the datagram as it arrived, so that a resend (the same bytes
+// from the same source) is stored once, while the same bytes from two
+// clients are two requests.
+void counter_message_id(const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
+                        char (&out)[kMessageIdSize + 1]);
+
 // Writes the header and `n` calls (1..kMaxCounterCalls) into `out` (at
 // least kCounterRecordHeader + n * kCounterCallSize bytes); returns the
 // size, or 0 when a call could not be decoded back (a delta over 32 bits,

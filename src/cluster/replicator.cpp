@@ -88,6 +88,9 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
     return false;
   }
   read_next_ = options_.read_from;
+  // What comes before read_from was applied before this start (the
+  // positions it was chosen from say so).
+  stats_.handed.store(options_.read_from > 0 ? options_.read_from - 1 : 0, std::memory_order_release);
   last_record_ms_ = monotonic_ms_now();
   lanes_.clear();
   for (unsigned w = 0; w < options_.workers; ++w) {
@@ -219,7 +222,9 @@ bool Replicator::unpark() {
     // Moved out first: handing it on may park it again.
     const std::unique_ptr<ParkedCounters> p = std::make_unique<ParkedCounters>(*parked_counters_);
     parked_counters_.reset();
-    return hand_counters_to_owners(p->sequence, p->header, p->calls);
+    if (!hand_counters_to_owners(p->sequence, p->header, p->calls)) return false;
+    stats_.handed.store(p->sequence, std::memory_order_release);
+    return true;
   }
   if (!parked_) return true;
   Lane& lane = *lanes_[parked_->owner];
@@ -231,6 +236,7 @@ bool Replicator::unpark() {
   *slot = parked_->record;
   lane.applies.commit();
   lane.touched = true;
+  stats_.handed.store(parked_->record.sequence, std::memory_order_release);
   parked_.reset();
   return true;
 }
@@ -489,7 +495,11 @@ bool Replicator::apply_records(int wait_ms) {
                     (unsigned long long)read_next_, (unsigned long long)(sequence - 1));
         }
         read_next_ = sequence + 1;
-        if (len > 0 && data[0] == kCounterRecordFormat) return apply_counter_record(sequence, data, len);
+        if (len > 0 && data[0] == kCounterRecordFormat) {
+          const bool handed = apply_counter_record(sequence, data, len);
+          if (handed) stats_.handed.store(sequence, std::memory_order_release);
+          return handed;
+        }
         ReplicatedUpdate u;
         bool more = true;
         if (decode_update(data, len, u) != UpdateDecode::ok) {
@@ -503,6 +513,7 @@ bool Replicator::apply_records(int wait_ms) {
           stats_.applied.fetch_add(1, std::memory_order_relaxed);
         }
         stats_.last_applied.store(sequence, std::memory_order_relaxed);
+        if (more) stats_.handed.store(sequence, std::memory_order_release);
         if (u.accept_time != 0) stats_.last_applied_time.store(u.accept_time, std::memory_order_relaxed);
         return more;
       },

@@ -117,6 +117,10 @@ struct ReplicatorStats {
   std::atomic<uint64_t> writable{1};  // 0 while proposals are refused at once (writable())
   std::atomic<uint64_t> ready{0};     // 1 once the node caught up with the stream (ready())
   std::atomic<uint64_t> last_applied_time{0};  // the accepting node's unix time of that record
+  // Every record up to this sequence is on its owners' lanes (or was
+  // skipped): unlike last_applied, never past a parked record. See
+  // Replicator::handed_through().
+  std::atomic<uint64_t> handed{0};
 
   // Stream records not applied here yet (as of the last look at the stream).
   uint64_t lag_records() const {
@@ -201,6 +205,12 @@ class Replicator {
   bool lane_has_counter_outcomes(unsigned w) const { return !lanes_[w]->counter_outcomes.empty(); }
   bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
   bool lane_has_counters(unsigned w) const { return !lanes_[w]->counter_applies.empty(); }
+  // Every record up to the returned sequence has been handed to its owners'
+  // lanes (acquire). So a worker that reads it, then finds its counter
+  // lane empty, has applied every counter record of its shards up to it:
+  // how a counter shard's stream position moves on while the stream
+  // carries only other records.
+  uint64_t handed_through() const { return stats_.handed.load(std::memory_order_acquire); }
   // Worker `w`'s thread only: its proposals awaiting their outcome.
   size_t in_flight(unsigned w) const { return lanes_[w]->in_flight; }
 

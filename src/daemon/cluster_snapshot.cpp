@@ -16,20 +16,20 @@
 #include "common/clock.h"
 #include "common/little_endian.h"
 #include "daemon/cluster_endpoint.h"
+#include "persist/stream_positions.h"
 
 namespace shingled {
 namespace {
 
 constexpr size_t kRestoreBatch = 20'000;  // records per durable transaction
-// The cluster records that are not a shard's position.
-constexpr std::string_view kSeedKey = "digest_seed";
+// A cluster record that is not a shard's position (nor are the seeds).
 constexpr std::string_view kBootstrapKey = "bootstrap";  // a bootstrap under way: the snapshot's id
 
 }  // namespace
 
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, cluster::SnapshotManifest& out, std::string& error,
-                           const std::atomic<bool>* cancel) {
+                           unsigned shards, unsigned counter_shards, cluster::SnapshotManifest& out,
+                           std::string& error, const std::atomic<bool>* cancel) {
   const auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   std::random_device rd;
   out = cluster::SnapshotManifest{};
@@ -66,14 +66,19 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   // The least advanced shard's position: a node started from the
   // snapshot reads the stream from one past it. Every shard must have one,
   // or the node would read from the stream's start (which may be gone).
-  uint64_t lowest = UINT64_MAX, positions = 0;
+  // Counter shards' positions count only on a node that serves counters
+  // (`counter_shards` > 0); they cover the counter records beside them.
+  uint64_t lowest = UINT64_MAX, positions = 0, counter_positions = 0;
   bool refused = false;
   const bool read = env.for_each_of_types(
-      {RecordType::fuzzy, RecordType::cluster},
+      {RecordType::fuzzy, RecordType::counters, RecordType::cluster},
       [&](RecordType type, std::string_view key, std::string_view value) {
-        if (type == RecordType::cluster && key != kSeedKey && key != kBootstrapKey && value.size() == 8) {
+        uint32_t slot, shard;
+        bool counter;
+        if (type == RecordType::cluster && position_slot(key, slot, counter, shard) && value.size() == 8 &&
+            (!counter || counter_shards != 0)) {
           lowest = std::min(lowest, load_le64(reinterpret_cast<const uint8_t*>(value.data())));
-          ++positions;
+          ++(counter ? counter_positions : positions);
         }
         if (type == RecordType::cluster && key == kBootstrapKey) {
           refused = true;
@@ -93,10 +98,11 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
       },
       error);
   if (!read) return false;
-  if (!refused && positions != shards) {
+  if (!refused && (positions != shards || counter_positions != counter_shards)) {
     error = "the database has stream positions for " + std::to_string(positions) + " of its " +
-            std::to_string(shards) + " shards (a worker that has applied no record yet has none): take the " +
-            "snapshot once every worker has applied records and the node has synced";
+            std::to_string(shards) + " shards and " + std::to_string(counter_positions) + " of its " +
+            std::to_string(counter_shards) + " counter shards (a worker that has applied no record yet has " +
+            "none): take the snapshot once every worker has applied records and the node has synced";
     return false;
   }
   if (refused || !writer.finish()) {
@@ -199,7 +205,10 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
         const bool ok = cluster::read_snapshot_chunk(
             chunk, index++,
             [&](uint8_t type, std::string_view key, std::string_view value) {
-              if (type != uint8_t(RecordType::fuzzy) && type != uint8_t(RecordType::cluster)) return false;
+              if (type != uint8_t(RecordType::fuzzy) && type != uint8_t(RecordType::counters) &&
+                  type != uint8_t(RecordType::cluster)) {
+                return false;
+              }
               if (type == uint8_t(RecordType::cluster) && key == kBootstrapKey) return false;
               pending.push_back(Record{RecordType(type), false, std::string(key), std::string(value)});
               ++records;

@@ -14,17 +14,19 @@
 
 namespace shingled {
 
-// Reads the replicated records of `env` (fuzzy records and cluster
-// records: the stream positions and the shard placement's seed) in one read
-// transaction, as its last sync left them, and stores them as the
-// cluster's latest snapshot. `env` may be open read-only beside the
+// Reads the replicated records of `env` (fuzzy records, counter records and
+// cluster records: the stream positions and the shard placements' seeds)
+// in one read transaction, as its last sync left them, and stores them as
+// the cluster's latest snapshot. `env` may be open read-only beside the
 // running daemon.
-// `shards`: the node's shard count; every shard must have a position.
+// `shards`: the node's fuzzy shard count; `counter_shards`: its counter
+// shard count, 0 when it serves no counters. Every shard must have a
+// position.
 // `cancel` (may be null): set by another thread, it ends the walk or the
 // upload early, with an error and no manifest stored (a stopping daemon).
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, cluster::SnapshotManifest& out, std::string& error,
-                           const std::atomic<bool>* cancel = nullptr);
+                           unsigned shards, unsigned counter_shards, cluster::SnapshotManifest& out,
+                           std::string& error, const std::atomic<bool>* cancel = nullptr);
 
 // Whether `env` holds a bootstrap that did not finish (`snapshot`: its id,
 // "" when none).

@@ -2,6 +2,7 @@
 #include "daemon/durable_load.h"
 
 #include <cstring>
+#include <random>
 
 #include "common/clock.h"
 #include "common/cpu.h"
@@ -11,6 +12,7 @@
 #include "persist/bucket_record_codec.h"
 #include "persist/counter_loader.h"
 #include "persist/fuzzy_loader.h"
+#include "persist/stream_positions.h"
 
 namespace shingled {
 
@@ -104,6 +106,7 @@ namespace {
 // The cluster record that holds the digest hash's seed; every other cluster
 // record is a shard's stream position, keyed by the shard.
 constexpr std::string_view kDigestSeedKey = "digest_seed";
+constexpr std::string_view kCounterSeedKey = "counter_seed";
 
 std::string encode_le64(uint64_t v) {
   std::string out(8, '\0');
@@ -113,14 +116,14 @@ std::string encode_le64(uint64_t v) {
 uint64_t decode_le64(std::string_view v) { return load_le64(reinterpret_cast<const uint8_t*>(v.data())); }
 }  // namespace
 
-bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error) {
+bool keep_placement_seed(LmdbEnvironment& env, std::string_view key, uint64_t& seed, std::string& error) {
   bool found = false;
-  const std::string to = std::string(kDigestSeedKey) + '\0';
+  const std::string to = std::string(key) + '\0';
   if (!env.for_each_in_range(
-          RecordType::cluster, kDigestSeedKey, to,
+          RecordType::cluster, key, to,
           [&](std::string_view, std::string_view value) {
             if (value.size() != 8) return true;
-            secrets.digest_seed = decode_le64(value);
+            seed = decode_le64(value);
             found = true;
             return false;
           },
@@ -128,28 +131,43 @@ bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::st
     return false;
   }
   if (found) return true;
-  const std::string v = encode_le64(secrets.digest_seed);
+  while (seed == 0) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  const std::string v = encode_le64(seed);
   Change c{};
   c.type = RecordType::cluster;
-  c.key = kDigestSeedKey;
+  c.key = key;
   c.value = v;
   return env.apply(&c, 1, env.last_sync(), error);
 }
 
-bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
+bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error) {
+  return keep_placement_seed(env, kDigestSeedKey, secrets.digest_seed, error);
+}
+
+bool keep_counter_placement(LmdbEnvironment& env, uint64_t& seed, std::string& error) {
+  return keep_placement_seed(env, kCounterSeedKey, seed, error);
+}
+
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards,
+                            std::vector<uint64_t>& applied, std::vector<uint64_t>& counter_applied,
                             std::string& error) {
   applied.assign(shards, 0);
+  counter_applied.assign(counter_shards, 0);
   uint64_t bad = 0;
   const bool ok = env.for_each(
       RecordType::cluster,
       [&](std::string_view key, std::string_view value) {
-        if (key == kDigestSeedKey) return true;
-        uint32_t shard;
-        if (!BlobPending::slot_of(key, shard) || shard >= shards || value.size() != 8) {
+        uint32_t slot, shard;
+        bool counter;
+        if (!position_slot(key, slot, counter, shard)) return true;  // the seeds
+        std::vector<uint64_t>& to = counter ? counter_applied : applied;
+        if (value.size() != 8 || (!counter && shard >= to.size())) {
           ++bad;
           return true;
         }
-        applied[shard] = decode_le64(value);
+        // A node that no longer serves counters keeps their positions on
+        // disk; they say nothing about where its reading starts.
+        if (shard < to.size()) to[shard] = decode_le64(value);
         return true;
       },
       error);

@@ -29,17 +29,18 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
                         CounterStore* counters, PendingChanges& first_sync, const LoadStatus& status,
                         std::string& error);
 
-// In a cluster: each fuzzy shard's last applied stream sequence (0: none),
-// as the last sync stored it with the records (8 bytes, little-endian, keyed
-// by the shard: FuzzyHandler::poll and report_positions write them). False, with the reason, for
-// records that do not fit `shards`.
-bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, std::vector<uint64_t>& applied,
+// In a cluster: each fuzzy shard's and each counter shard's last applied
+// stream sequence (0: none), as the last sync stored them with the records
+// (persist/stream_positions.h; FuzzyHandler and CounterHandler write them).
+// False, with the reason, for fuzzy positions that do not fit `shards`.
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards,
+                            std::vector<uint64_t>& applied, std::vector<uint64_t>& counter_applied,
                             std::string& error);
-// In a cluster each shard's stream position is stored, so a digest must
-// fall in the same shard at every start: the digest hash's seed (random at
-// each start on a single node) is kept in the database, drawn and stored
-// durably at the first start, and read back into `secrets` at every other.
 bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error);
+// The same for the counter store's seed (`seed`; drawn when 0 and none is
+// stored): a counter's shard, and so the position that covers it, must
+// not change between starts.
+bool keep_counter_placement(LmdbEnvironment& env, uint64_t& seed, std::string& error);
 
 // The per-network limit's buckets as the last sync saved them (the workers
 // keep those still alive); every saved record is deleted or rewritten at

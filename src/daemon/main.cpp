@@ -303,9 +303,11 @@ std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config, StoreOpti
 }
 
 // The counter store when the counter service listens anywhere, else null.
-bool allocate_counter_store(const Config& config, std::unique_ptr<CounterStore>& counters) {
+// `seed`: the placement's, kept in a cluster's database (0: drawn now).
+bool allocate_counter_store(const Config& config, uint64_t seed, std::unique_ptr<CounterStore>& counters) {
   if (config.counters_bind_sockets.empty()) return true;
   CounterStoreOptions co;
+  co.seed = seed;
   co.max_counters = config.counters_max;
   co.retention.ten_minute_periods = config.counters_ten_minute_periods;
   co.retention.daily_periods = config.counters_daily_periods;
@@ -469,16 +471,23 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
 std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engine& engine,
                                                       const std::atomic<bool>& workers_up,
                                                       LmdbEnvironment& env, std::string& error) {
-  std::vector<uint64_t> positions;
-  if (!load_cluster_positions(env, engine.store().shard_count(), positions, error)) return nullptr;
+  std::vector<uint64_t> positions, counter_positions;
+  CounterStore* counters = engine.counter_service() ? &engine.counter_service()->store() : nullptr;
+  if (!load_cluster_positions(env, engine.store().shard_count(), counters ? counters->shard_count() : 0, positions,
+                              counter_positions, error)) {
+    return nullptr;
+  }
   uint64_t lowest = UINT64_MAX, highest = 0;
-  for (const uint64_t p : positions) {
-    lowest = std::min(lowest, p);
-    highest = std::max(highest, p);
+  for (const auto* list : {&positions, &counter_positions}) {
+    for (const uint64_t p : *list) {
+      lowest = std::min(lowest, p);
+      highest = std::max(highest, p);
+    }
   }
   engine.set_cluster_positions(positions);
+  engine.set_counter_positions(counter_positions);
   if (highest != 0) {
-    LOG_INFO("cluster: stream positions of %zu shards loaded: %llu to %llu", positions.size(),
+    LOG_INFO("cluster: stream positions of %zu shards loaded: %llu to %llu", positions.size() + counter_positions.size(),
              (unsigned long long)lowest, (unsigned long long)highest);
   }
   cluster::ReplicatorOptions o;
@@ -504,6 +513,15 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.owner_of = [&engine](const cluster::ReplicatedUpdate& u) {
     return engine.shards().owner_of(engine.service().shard_of_update(u.request));
   };
+  if (counters != nullptr) {
+    o.counter_owner_of = [&engine, counters](const CounterOp& op) {
+      return engine.shards().owner_of(counters->shard_of(op));
+    };
+    o.settings += ", counters_max " + std::to_string(config.counters_max) + ", counter periods " +
+                  std::to_string(config.counters_ten_minute_periods) + " x 10 min and " +
+                  std::to_string(config.counters_daily_periods) + " days, " +
+                  std::to_string(counters->shard_count()) + " counter shards";
+  }
   o.wake = [&engine, &workers_up](unsigned w) {
     if (workers_up.load(std::memory_order_acquire) && w < engine.worker_count()) {
       engine.worker_mut(w).wake_if_sleeping();
@@ -589,8 +607,13 @@ int run(int argc, char** argv) {
   if (config.cluster.enabled && !keep_shard_placement(env, so.secrets, error)) return fail_with(error);
   std::unique_ptr<FuzzyStore> store = allocate_fuzzy_store(config, so);
   if (store == nullptr) return 1;
+  uint64_t counter_seed = 0;
+  if (config.cluster.enabled && !config.counters_bind_sockets.empty() &&
+      !keep_counter_placement(env, counter_seed, error)) {
+    return fail_with(error);
+  }
   std::unique_ptr<CounterStore> counters;
-  if (!allocate_counter_store(config, counters)) return 1;
+  if (!allocate_counter_store(config, counter_seed, counters)) return 1;
   PendingChanges first_sync;
   manager.status("loading the database " + config.hashfile);
   if (!load_durable_state(config, env, *store, counters.get(), first_sync,
@@ -630,7 +653,8 @@ int run(int argc, char** argv) {
   if (config.cluster.enabled) {
     ClusterThreads threads;
     if (config.cluster.snapshot_period_seconds != 0) {
-      snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count());
+      snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count(),
+                                                      counters ? counters->shard_count() : 0);
       snapshots->start();
       threads.snapshots = snapshots.get();
     }

@@ -32,8 +32,9 @@ struct SnapshotSchedulerStats {
 class SnapshotScheduler {
  public:
   // `env`: the daemon's database (read in one read transaction per
-  // snapshot); `shards`: its fuzzy shard count.
-  SnapshotScheduler(LmdbEnvironment& env, const ClusterConfig& cluster, unsigned shards);
+  // snapshot); `shards`, `counter_shards`: its fuzzy and counter shard
+  // counts (take_cluster_snapshot).
+  SnapshotScheduler(LmdbEnvironment& env, const ClusterConfig& cluster, unsigned shards, unsigned counter_shards);
   ~SnapshotScheduler();
   SnapshotScheduler(const SnapshotScheduler&) = delete;
   SnapshotScheduler& operator=(const SnapshotScheduler&) = delete;
@@ -50,6 +51,7 @@ class SnapshotScheduler {
   LmdbEnvironment& env_;
   const ClusterConfig cluster_;
   const unsigned shards_;
+  const unsigned counter_shards_;
   SnapshotSchedulerStats stats_;
   std::mutex mutex_;
   std::condition_variable wake_;

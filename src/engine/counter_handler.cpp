@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "cluster/replicator.h"
 #include "engine/replay_guard.h"
+#include "persist/stream_positions.h"
 #include "persist/change_feed.h"
 
 namespace shingled {
@@ -20,7 +22,8 @@ constexpr size_t kCacheEntries = 4096;
 constexpr int64_t kCacheTtlMs = 10'000;
 }  // namespace
 
-CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, const WorkerLink& link)
+CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, const WorkerLink& link,
+                               const std::vector<uint64_t>& positions)
     : service_(service),
       store_(service.store()),
       link_(link),
@@ -32,7 +35,10 @@ CounterHandler::CounterHandler(CounterService& service, uint8_t service_id, cons
               kPendingRequests, kTimeoutMs),
       cache_(kCacheEntries, kReplyBuffer, kCacheTtlMs),
       pending_(kPendingRequests),
-      sweep_(link.shards, link.self, service.store().shard_count()) {}
+      sweep_(link.shards, link.self, service.store().shard_count()),
+      applied_(positions) {
+  applied_.resize(store_.shard_count(), 0);
+}
 
 template <typename Encode>
 size_t CounterHandler::encode_reply(const ReplySeal& seal, uint8_t* reply, Encode&& encode) {
@@ -94,6 +100,7 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
   }
   Pending& pc = pending_[slot];
   pc.cached = increments;
+  pc.not_stored = false;
   pc.peer_key = key;
   pc.fingerprint = fingerprint;
   pc.to.set(p, link_.self);
@@ -102,8 +109,15 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
   pc.n = req.n;
   pc.tag = req.tag;
   for (uint16_t i = 0; i < req.n; ++i) pc.results[i] = CounterResult{};
+  const bool replicated = link_.cluster != nullptr && increments;
+  if (replicated) {
+    propose_increments(p, key, slot, ops, req.n, now);
+    // Here only the reads: the increments come back from the stream.
+    for (uint16_t i = 0; i < req.n; ++i) ops[i].increment = false;
+  }
   bool local = false;
   for (uint16_t i = 0; i < req.n; ++i) {
+    if (replicated && !ops[i].read) continue;
     const unsigned owner = link_.shards.owner_of(store_.shard_of(ops[i]));
     if (owner != link_.self) {
       router_.add(owner, i, ops[i]);
@@ -118,6 +132,120 @@ void CounterHandler::accept(const RxPacket& p, const LoopClock& now) {
     burst_slots_.push_back(slot);
   }
   router_.end_pass();
+}
+
+void CounterHandler::propose_increments(const RxPacket& p, const PeerKey& source, uint16_t slot,
+                                        const CounterOp* ops, uint16_t n, const LoopClock& now) {
+  cluster::CounterCall calls[counters::kMaxEntries];
+  size_t count = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    if (!ops[i].increment) continue;
+    cluster::CounterCall& c = calls[count++];
+    c.op = ops[i];
+    c.op.read = false;  // answered from this node's tables, not by the apply
+    c.back = cluster::CallReturn{uint16_t(link_.self), slot, uint8_t(i)};
+  }
+  if (count == 0) return;  // nothing to count: every delta was 0
+  // Refused at once when persistence is behind (the records this node must
+  // apply wait in the stream, not in memory) or the stream has no leader:
+  // the increments are answered as not done (status 1), the reads as ever.
+  bool proposed = false;
+  if (persistence_behind()) {
+    stats_.write_deferred.add();
+  } else if (!link_.cluster->writable()) {
+    stats_.cluster_unavailable.add();
+  } else {
+    cluster::CounterRecordHeader h;
+    h.accept_ms = uint64_t(std::max<int64_t>(now.unix_ms, 0));
+    h.calls = uint16_t(count);
+    char id[cluster::kMessageIdSize + 1];
+    cluster::counter_message_id(source.bytes, sizeof source.bytes, p.data, p.len, id);
+    proposed = link_.cluster->propose_counters(link_.self, token_of(slot, router_.generation(slot)), h, calls,
+                                               count, id);
+    if (!proposed) stats_.cluster_refused.add();
+  }
+  if (!proposed) {
+    pending_[slot].not_stored = true;  // answered as not done (status 1), the reads as ever
+    return;
+  }
+  stats_.counter_cluster_proposed.add();
+  router_.hold(slot);  // released by the outcome (settle_outcome)
+}
+
+void CounterHandler::settle_outcome(const cluster::ProposalOutcome& o) {
+  const uint16_t slot = uint16_t(o.token & 0xffff);
+  // A slot that timed out meanwhile has a newer generation: its client
+  // retries, and the resend's record has this one's id (stored once).
+  if (slot >= pending_.size() || !router_.in_use(slot) || token_of(slot, router_.generation(slot)) != o.token) {
+    return;
+  }
+  if (!o.stored) {
+    Pending& pc = pending_[slot];
+    pc.not_stored = true;
+  }
+  router_.release(slot);
+}
+
+bool CounterHandler::poll(const LoopClock& now) {
+  (void)now;
+  if (link_.cluster == nullptr) return false;
+  bool any = false;
+  cluster::ProposalOutcome o;
+  for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_counter_outcome(link_.self, o); ++k) {
+    any = true;
+    settle_outcome(o);
+  }
+  // While a sync's report runs, or persistence is behind, records wait in
+  // the lane; when it is full the replicator's reading waits, and the
+  // stream keeps the rest.
+  if (reporting_ || persistence_behind()) return any;
+  for (unsigned k = 0; k < kMaxBurst; ++k) {
+    const cluster::AppliedCounters* a = link_.cluster->next_counters(link_.self);
+    if (a == nullptr) break;
+    any = true;
+    apply_replicated(*a);
+    link_.cluster->release_counters(link_.self);
+  }
+  return any;
+}
+
+void CounterHandler::apply_replicated(const cluster::AppliedCounters& a) {
+  lane_sequence_ = std::max(lane_sequence_, a.sequence);
+  replicated_ops_.clear();
+  for (uint16_t i = 0; i < a.n; ++i) {
+    // A shard skips what the database already had at start.
+    if (a.sequence > applied_[store_.shard_of(a.ops[i])]) replicated_ops_.push_back(a.ops[i]);
+  }
+  stats_.counter_cluster_applied.add();
+  if (replicated_ops_.empty()) return;
+  replicated_results_.resize(replicated_ops_.size());
+  apply_grouped(replicated_ops_.data(), replicated_ops_.size(), uint32_t(std::min<uint64_t>(a.accept_ms / 1000, UINT32_MAX)),
+                replicated_results_.data());
+}
+
+bool CounterHandler::has_work() const {
+  if (link_.cluster == nullptr) return false;
+  return link_.cluster->lane_has_counter_outcomes(link_.self) ||
+         (link_.cluster->lane_has_counters(link_.self) && !reporting_ && !persistence_behind());
+}
+
+bool CounterHandler::persistence_behind() const {
+  return link_.ctx.changes != nullptr && link_.ctx.changes->backed_up();
+}
+
+void CounterHandler::report_positions() {
+  // Every record of this worker's shards up to the lane's last is applied;
+  // with the lane empty, so is every one the replicator handed out (it
+  // says how far, before the lane is looked at): a shard's position moves
+  // on while the stream carries only other records.
+  uint64_t through = lane_sequence_;
+  const uint64_t handed = link_.cluster->handed_through();
+  if (!link_.cluster->lane_has_counters(link_.self)) through = std::max(through, handed);
+  for (unsigned shard = 0; shard < store_.shard_count(); ++shard) {
+    if (!link_.shards.owns(link_.self, shard) || applied_[shard] >= through) continue;
+    applied_[shard] = through;
+    push_stream_position(*link_.feed, kCounterPositionSlot + shard, through);
+  }
 }
 
 void CounterHandler::send_series(const RxPacket& p, const ReplySeal& seal, uint16_t series_max,
@@ -211,7 +339,8 @@ void CounterHandler::finish(uint16_t slot, bool lost) {
   header.tag = pc.tag;
   uint8_t reply[kReplyBuffer];
   const size_t len = encode_reply(pc.seal, reply, [&](uint8_t* out) {
-    return service_.answer(header, pc.results, lost, out);
+    // Increments the stream did not store are not done (status 1).
+    return service_.answer(header, pc.results, lost || pc.not_stored, out);
   });
   // Kept even when a part was lost (status 1): its other entries were
   // applied, and a resend must not apply them again.
@@ -255,6 +384,14 @@ bool CounterHandler::report_changes(uint64_t epoch, size_t budget, const LoopClo
     if (starting) table.begin_report();
     budget -= table.report(*link_.feed, budget, now.unix_seconds);
     done &= table.report_done();
+  }
+  if (link_.cluster == nullptr) return done;
+  // No stream record is applied until the report ends (reporting_), and the
+  // positions then follow the shards' changes, before the sync's marker.
+  reporting_ = !done;
+  if (done && positions_epoch_ != epoch) {
+    positions_epoch_ = epoch;
+    report_positions();
   }
   return done;
 }

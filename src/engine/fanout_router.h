@@ -138,6 +138,8 @@ class FanoutRouter {
     return slot;
   }
   uint32_t generation(uint16_t slot) const { return slots_[slot].generation; }
+  // Whether `slot` holds a request (begun, not yet finished or timed out).
+  bool in_use(uint16_t slot) const { return slots_[slot].used; }
 
   // Starts a further pass over `slot` (from Service::finish: its slot is
   // still held); `answer` false: the owners reply nothing.

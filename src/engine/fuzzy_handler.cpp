@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/little_endian.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "engine/outbox.h"
+#include "persist/stream_positions.h"
 #include "persist/change_feed.h"
 #include "persist/lmdb_environment.h"
 
@@ -226,17 +226,22 @@ bool FuzzyHandler::poll(const LoopClock& now) {
 void FuzzyHandler::report_positions(uint64_t epoch) {
   if (link_.feed == nullptr || epoch == positions_reported_) return;
   positions_reported_ = epoch;
+  // With this worker's lane empty, every record the replicator handed out
+  // (it says how far, before the lane is looked at) is applied: the
+  // positions move on while the stream carries only other records (counter
+  // records, or other workers' digests), and a restart need not read them.
+  uint64_t through = lane_sequence_;
+  const uint64_t handed = link_.cluster->handed_through();
+  if (!link_.cluster->lane_has_records(link_.self)) through = std::max(through, handed);
   for (unsigned shard = 0; shard < applied_.size(); ++shard) {
-    if (applied_[shard] >= lane_sequence_ || link_.shards.owner_of(shard) != link_.self) continue;
-    applied_[shard] = lane_sequence_;
-    push_position(shard, lane_sequence_);
+    if (applied_[shard] >= through || link_.shards.owner_of(shard) != link_.self) continue;
+    applied_[shard] = through;
+    push_position(shard, through);
   }
 }
 
 void FuzzyHandler::push_position(unsigned shard, uint64_t sequence) {
-  std::string v(8, '\0');
-  store_le64(reinterpret_cast<uint8_t*>(v.data()), sequence);
-  link_.feed->push_blob(uint8_t(RecordType::cluster), shard, std::move(v));
+  push_stream_position(*link_.feed, shard, sequence);
 }
 
 bool FuzzyHandler::has_work() const {

@@ -24,7 +24,7 @@ const std::vector<ServiceRow>& service_rows() {
          return e.counter_service() ? &e.config().counters_bind_sockets : nullptr;
        },
        [](Engine& e, uint8_t id, const WorkerLink& link) -> Handler {
-         return std::make_unique<CounterHandler>(*e.counter_service(), id, link);
+         return std::make_unique<CounterHandler>(*e.counter_service(), id, link, e.counter_positions());
        }},
       {"ratelimit",
        [](const Engine& e) -> Listeners {

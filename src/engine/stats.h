@@ -94,6 +94,8 @@ class Counter {
   X(counter_replayed, "counter resends answered from the reply cache (not applied again)")  \
   X(counter_resends_dropped, "counter resends dropped: the first copy is pending")         \
   X(counters_expired, "counters removed by the retention sweep")                            \
+  X(counter_cluster_proposed, "counter requests whose increments went to the cluster's stream") \
+  X(counter_cluster_applied, "counter records (this worker's share) applied from the stream") \
   X(ratelimit_requests, "rate-limit requests accepted")                                     \
   X(ratelimit_malformed, "rate-limit datagrams dropped as malformed")                       \
   X(ratelimit_refused, "rate-limit requests refused: source outside allow_update")          \

@@ -10,7 +10,9 @@
 #   start_node NAME [MAX_HASHES] [EXTRA_CONF]   a node with 2 workers (expire
 #                           $NODE_EXPIRE, default 90s; snapshot_period
 #                           $NODE_SNAPSHOT_PERIOD, default 0: the tests take
-#                           the snapshots they want); waits for its socket
+#                           the snapshots they want; with NODE_COUNTERS=1 the
+#                           counter service on counter_port[NAME]); waits for
+#                           its socket
 #   applied NAME / until_applied NAME COUNT     stream records the node applied
 #   expect_right TEST NODE FIRST STORED COUNT   shingle-load's CHECK verifier
 #   verdict JSON            "wrong lost answered" of a shingle-load report
@@ -31,6 +33,7 @@ probe=$(realpath "$build/tests/cluster_log_probe")
 declare -a nats_pid=("" "" "")
 declare -A node_pid=()
 declare -A udp_port=()
+declare -A counter_port=()
 declare -A node_netns=()
 NATS_HOST=${NATS_HOST:-127.0.0.1}
 CLUSTER_NETNS=${CLUSTER_NETNS:-}
@@ -59,12 +62,16 @@ cluster_init() {
   tmp=$(mktemp -d)
   trap cluster_cleanup EXIT
   local names=("$@")
-  read -r -a nats_ports <<<"$(python3 "$here/free_ports.py" $((6 + ${#names[@]})))"
+  read -r -a nats_ports <<<"$(python3 "$here/free_ports.py" $((6 + 2 * ${#names[@]})))"
   local h=$NATS_HOST
   routes="nats-route://$h:${nats_ports[3]},nats-route://$h:${nats_ports[4]},nats-route://$h:${nats_ports[5]}"
   servers="nats://$h:${nats_ports[0]},nats://$h:${nats_ports[1]},nats://$h:${nats_ports[2]}"
   local k=6
-  for n in "${names[@]}"; do udp_port[$n]=${nats_ports[$k]}; k=$((k + 1)); done
+  for n in "${names[@]}"; do
+    udp_port[$n]=${nats_ports[$k]}
+    counter_port[$n]=${nats_ports[$((k + ${#names[@]}))]}
+    k=$((k + 1))
+  done
 }
 
 start_nats() {
@@ -100,7 +107,7 @@ start_node() {  # name [max_hashes] [extra config lines]
   mkdir -p "$tmp/$n"
   cat >"$tmp/$n/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:${udp_port[$n]}";
-counters_bind_socket = [];
+counters_bind_socket = $([ -n "${NODE_COUNTERS:-}" ] && echo "\"127.0.0.1:${counter_port[$n]}\"" || echo "[]");
 ratelimit_service_bind_socket = [];
 max_hashes = ${2:-1000000};
 expire = ${NODE_EXPIRE:-90s};
