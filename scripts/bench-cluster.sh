@@ -10,8 +10,17 @@
 #    node each is answered after JetStream's ack (replicated writes a second);
 #  - CHECKs for DURATION s: requests per server core-second (the figure the
 #    5 % target is about);
+#  - counter increments for DURATION s, 14 counters a request (the counters
+#    plugin's verdict shape) over 100,000 counters, closed loop: on the
+#    cluster node each request is one stream record answered after
+#    JetStream's ack (counter increments a second, and the p99 answer time);
+#    every counter read back exact afterwards;
 #  - cluster rounds only: a second node started empty applies the whole
-#    stream (catch-up rate, records a second); then the cluster node syncs
+#    stream (catch-up rate, records a second); the replication lag then
+#    (scripts/cluster-lag-probe.py: LAG_SAMPLES WRITEs to the first node,
+#    each looked for on the second from its acknowledgement on, p50 and
+#    p99) while shingle-load writes LAG_RATE other updates a second to the
+#    first node; then the cluster node syncs
 #    and `shinglectl cluster snapshot` stores its database, and a third
 #    node started empty bootstraps from it (records a second from its
 #    start to serving: the restore into LMDB and the load into memory).
@@ -27,6 +36,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-build/src/daemon/shingled}")
 STORED=${STORED:-100000}
+LAG_SAMPLES=${LAG_SAMPLES:-300}
+LAG_RATE=${LAG_RATE:-2000}
 DURATION=${DURATION:-6}
 RUNS=${RUNS:-3}
 SOCKETS=${SOCKETS:-4}
@@ -46,7 +57,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r -a P <<<"$(python3 tests/integration/free_ports.py 8)"
+read -r -a P <<<"$(python3 tests/integration/free_ports.py 10)"
 routes="nats-route://127.0.0.1:${P[3]},nats-route://127.0.0.1:${P[4]},nats-route://127.0.0.1:${P[5]}"
 servers="nats://127.0.0.1:${P[0]},nats://127.0.0.1:${P[1]},nats://127.0.0.1:${P[2]}"
 for i in 0 1 2; do
@@ -57,13 +68,18 @@ for i in 0 1 2; do
 done
 sleep 3  # the servers find each other and elect a metadata leader
 
-# start_daemon NAME PORT [CLUSTER_BLOCK]: a fresh daemon on CPU 0; sets DPID
+# start_daemon NAME PORT [CLUSTER_BLOCK]: a fresh daemon on CPU 0, the counter
+# service on P[8] (the round's first daemon) or P[9] (the others: a cluster's
+# nodes must all serve counters alike); sets DPID
 start_daemon() {
   rm -rf "$TMP/$1"
   mkdir -p "$TMP/$1"
+  local counters="\"127.0.0.1:${P[9]}\""
+  [ "$2" = "${P[6]}" ] && counters="\"127.0.0.1:${P[8]}\""
   cat >"$TMP/$1/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:$2";
-counters_bind_socket = [];
+counters_bind_socket = $counters;
+counters_max = 200000;
 ratelimit_service_bind_socket = [];
 workers = 1;
 max_hashes = $((STORED * 2));
@@ -90,11 +106,12 @@ applied() {
   "$CTL" --socket "$TMP/$1/ctl.sock" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["applied"])'
 }
 
-# one_run KIND ROUND: prints "KIND writes_per_s checks_per_core_s catch_up_per_s bootstrap_per_s wrong_or_lost"
+# one_run KIND ROUND: prints "KIND writes_per_s checks_per_core_s catch_up_per_s bootstrap_per_s
+# counter_increments_per_s counter_p99_us lag_p50_us lag_p99_us wrong_or_lost"
 one_run() {
-  local kind=$1 round=$2 port=${P[6]} block="" w c catch=0 boot=0 bad=0 t0 t1 snap
+  local kind=$1 round=$2 port=${P[6]} block="" w c n catch=0 boot=0 bad=0 t0 t1 snap lag lag50=0 lag99=0
   [ "$kind" = cluster ] && block="cluster { servers = \"$servers\"; node = \"a$round\"; stream = \"BENCH_$round\"; }"
-  start_daemon "$kind" "$port" "$block" || { echo "$kind 0 0 0 0 1"; return; }
+  start_daemon "$kind" "$port" "$block" || { echo "$kind 0 0 0 0 0 0 0 0 1"; return; }
   local pid=$DPID
   w=$(taskset -c "$LOAD_CPU" "$LOAD" write "$STORED" --inflight "$INFLIGHT" --timeout 5 --server "127.0.0.1:$port" --json -q | tail -1)
   c=$(taskset -c "$LOAD_CPU" "$LOAD" check --stored "$STORED" --duration "$DURATION" --warmup 1 --sockets "$SOCKETS" \
@@ -106,12 +123,22 @@ one_run() {
     # catch-up: a second node, empty, reads the whole stream
     t0=$(date +%s.%N)
     start_daemon catchup "${P[7]}" "cluster { servers = \"$servers\"; node = \"b$round\"; stream = \"BENCH_$round\"; }" ||
-      { stop_daemon "$pid"; echo "$kind 0 0 0 0 1"; return; }
+      { stop_daemon "$pid"; echo "$kind 0 0 0 0 0 0 0 0 1"; return; }
     local cpid=$DPID
     for _ in $(seq 1200); do [ "$(applied catchup)" -ge "$STORED" ] 2>/dev/null && break; sleep 0.05; done
     t1=$(date +%s.%N)
     [ "$(applied catchup)" -ge "$STORED" ] || bad=1
     catch=$(python3 -c "print(int($STORED / ($t1 - $t0)))")
+    # replication lag, node a to the caught-up node, under a write load
+    taskset -c "$LOAD_CPU" "$LOAD" write $((LAG_RATE * 60)) --first $((STORED * 10)) --rate "$LAG_RATE" --timeout 5 \
+      --server "127.0.0.1:$port" -q >/dev/null 2>&1 &
+    local bg=$!
+    lag=$(taskset -c "$LOAD_CPU" python3 scripts/cluster-lag-probe.py --write "127.0.0.1:$port" --read "127.0.0.1:${P[7]}" \
+      --samples "$LAG_SAMPLES" --seed "round$round") || { bad=1; echo "bench-cluster: lag probe: $lag" >&2; }
+    kill "$bg" 2>/dev/null
+    wait "$bg" 2>/dev/null
+    lag50=$(field "$lag" p50_us)
+    lag99=$(field "$lag" p99_us)
     stop_daemon "$cpid"
     # bootstrap: node a synced and snapshotted; a third node, empty, starts
     # from the snapshot (start to serving: restore, then load)
@@ -120,13 +147,21 @@ one_run() {
     [ "$(field "$snap" records)" -ge "$STORED" ] 2>/dev/null || { bad=1; echo "bench-cluster: snapshot: $snap" >&2; }
     t0=$(date +%s.%N)
     start_daemon boot "${P[7]}" "cluster { servers = \"$servers\"; node = \"c$round\"; stream = \"BENCH_$round\"; }" ||
-      { stop_daemon "$pid"; echo "$kind 0 0 0 0 1"; return; }
+      { stop_daemon "$pid"; echo "$kind 0 0 0 0 0 0 0 0 1"; return; }
     t1=$(date +%s.%N)
     boot=$(python3 -c "print(int($(field "$snap" records) / ($t1 - $t0)))")
     stop_daemon "$DPID"
   fi
+  # counters last: their records would count in the catch-up and snapshot above
+  n=$(taskset -c "$LOAD_CPU" "$LOAD" counters increment --entries 14 --keys 100000 --duration "$DURATION" \
+    --inflight "$INFLIGHT" --timeout 5 --settle 500 --server "127.0.0.1:${P[8]}" --json -q | tail -1)
+  for j in "$n"; do
+    [ "$(field "$j" wrong)" = 0 ] && [ "$(field "$j" lost)" = 0 ] || bad=1
+  done
+  local n_p99
+  n_p99=$(python3 -c 'import json,sys; print(int(json.loads(sys.argv[1])["latency_us"]["p99"]))' "$n" 2>/dev/null || echo 0)
   stop_daemon "$pid"
-  echo "$kind $(field "$w" req_per_s) $(field "$c" req_per_server_core_s) $catch $boot $bad"
+  echo "$kind $(field "$w" req_per_s) $(field "$c" req_per_server_core_s) $catch $boot $(field "$n" units_per_s) $n_p99 $lag50 $lag99 $bad"
 }
 
 # (not in a pipeline: one_run adds to PIDS, and a pipeline's subshell would
@@ -143,17 +178,23 @@ import statistics, sys
 rows = {"single": [], "cluster": []}
 bad = 0
 for line in open(sys.argv[1]):
-    kind, w, c, catch, boot, b = line.split()
-    rows[kind].append((float(w), float(c), float(catch), float(boot)))
+    kind, w, c, catch, boot, inc, inc_p99, lag50, lag99, b = line.split()
+    rows[kind].append((float(w), float(c), float(catch), float(boot), float(inc), float(inc_p99), float(lag50),
+                       float(lag99)))
     bad += int(b)
-med = {k: [statistics.median(r[i] for r in v) for i in range(4)] for k, v in rows.items()}
+med = {k: [statistics.median(r[i] for r in v) for i in range(8)] for k, v in rows.items()}
 for k, v in rows.items():
     print(f"{k:8s} writes/s {' / '.join(f'{r[0]:,.0f}' for r in v):30s} median {med[k][0]:>10,.0f}")
     print(f"{k:8s} CHECK/core-s {' / '.join(f'{r[1]:,.0f}' for r in v):26s} median {med[k][1]:>10,.0f}")
+    print(f"{k:8s} counter increments/s {' / '.join(f'{r[4]:,.0f}' for r in v):18s} median {med[k][4]:>10,.0f}"
+          f"  (p99 answer {' / '.join(f'{r[5]:,.0f}' for r in v)} us)")
 print(f"cluster   catch-up records/s {' / '.join(f'{r[2]:,.0f}' for r in rows['cluster'])}  median {med['cluster'][2]:,.0f} ({sys.argv[2]} records)")
 print(f"cluster   bootstrap records/s {' / '.join(f'{r[3]:,.0f}' for r in rows['cluster'])}  median {med['cluster'][3]:,.0f} (snapshot of the same node; start to serving)")
 print(f"ratio bootstrap/catch-up: {med['cluster'][3] / med['cluster'][2]:.2f}")
-print(f"ratios cluster/single: CHECK per core-s {med['cluster'][1] / med['single'][1]:.3f}, writes/s {med['cluster'][0] / med['single'][0]:.3f}")
+print(f"cluster   replication lag p50 {' / '.join(f'{r[6]:,.0f}' for r in rows['cluster'])} us, "
+      f"p99 {' / '.join(f'{r[7]:,.0f}' for r in rows['cluster'])} us (ack on one node to found on another)")
+print(f"ratios cluster/single: CHECK per core-s {med['cluster'][1] / med['single'][1]:.3f}, writes/s {med['cluster'][0] / med['single'][0]:.3f}, "
+      f"counter increments/s {med['cluster'][4] / med['single'][4]:.3f}")
 if bad:
     print(f"{bad} run(s) had wrong or lost replies, or a catch-up or bootstrap that did not finish")
     sys.exit(1)

@@ -28,7 +28,8 @@
 //   6  2  n, echoed (series: the number of periods that follow)
 //   8  4  tag, echoed
 //  12  1  status: 0 ok; 1 some counters were not created (store full; their
-//         increments were not applied; reads of them answer 0);
+//         increments were not applied; reads of them answer 0), or on a
+//         cluster node the increments were not stored in the stream;
 //         2 refused (the sender may not increment: allow_update)
 //  13  1  flags: bit 0 (kReplyMore) = series: more periods follow; ask
 //         again with skip = skip + n. Others 0

@@ -5,9 +5,11 @@
 // the same size every time, so batches go as UDP GSO.
 #include "shingle_load/counter_protocol.h"
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "common/little_endian.h"
@@ -249,6 +251,7 @@ class CounterProtocol final : public Protocol {
       return;
     }
     std::vector<std::string> examples;
+    if (o_.counters.settle_ms != 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.counters.settle_ms));
     const CounterModel::Final f =
         model_.final_check(o_.server_text, o_.show_wrong, examples);
     count_final_wrongs(totals, f.wrong, examples, o_.show_wrong);

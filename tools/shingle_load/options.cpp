@@ -71,13 +71,14 @@ constexpr CommandLineFlag kFlags[] = {
     {"keys", 0, true},         {"entries", 0, true},       {"prefix", 0, true},
     {"delta", 0, true},        {"burst", 0, true},         {"one-shot", 0, false},
     {"no-final-check", 0, false}, {"warmup", 0, true},     {"repeats", 0, false},
+    {"settle", 0, true},
 };
 
 // Options that only the fuzzy protocol takes, and those only the others take.
 constexpr const char* kFuzzyOnly[] = {"stored", "first", "mix", "near-shared", "ratio", "parts", "part-differs",
                                       "tcp"};
 constexpr const char* kServicesOnly[] = {"keys", "entries", "prefix", "delta", "burst", "one-shot",
-                                         "no-final-check", "repeats"};
+                                         "no-final-check", "repeats", "settle"};
 
 bool in_list(const std::string& name, const char* const* list, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -317,6 +318,10 @@ ParseResult apply_flag(const std::string& name, const std::string& value, Option
     o.ratelimit.one_shot = true;
   } else if (name == "no-final-check") {
     o.counters.final_check = o.ratelimit.final_check = false;
+  } else if (name == "settle") {
+    unsigned ms = 0;
+    if (!parse_unsigned(value, 0, 60000, ms)) return bad(name, value, "is not 0..60000 ms");
+    o.counters.settle_ms = o.ratelimit.settle_ms = ms;
   } else if (name == "max-loss") {
     char* end = nullptr;
     d = std::strtod(value.c_str(), &end);

@@ -14,11 +14,13 @@
 //            "existed" set;
 //   not stored (store full) is counted apart and leaves the bucket uncertain.
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "common/little_endian.h"
@@ -194,6 +196,7 @@ class BucketProtocol final : public Protocol {
       return;
     }
     std::vector<std::string> examples;
+    if (o_.ratelimit.settle_ms != 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.ratelimit.settle_ms));
     const BucketModel::Final f = model_.final_check(o_.server_text, o_.pubkey_text, o_.show_wrong, examples);
     count_final_wrongs(totals, f.wrong, examples, o_.show_wrong);
     snprintf(text, sizeof text,

@@ -46,6 +46,7 @@ struct CounterWorkload {
   bool repeats = false;      // a request may name a counter twice (else distinct counters)
   std::string prefix;        // empty: a fresh one for the run (every counter starts at 0)
   bool final_check = true;   // read every touched counter after the run
+  unsigned settle_ms = 0;    // and wait this long first (a cluster applies acked increments after the ack)
 };
 
 enum class RatelimitMode : uint8_t { messages, buckets };
@@ -58,6 +59,7 @@ struct RatelimitWorkload {
   unsigned burst = 100;      // buckets: capacity (leak 0, cost 1: admits exactly this many)
   std::string prefix;        // buckets: key prefix; empty: a fresh one for the run
   bool final_check = true;   // buckets: peek every touched bucket after the run
+  unsigned settle_ms = 0;    // and wait this long first
 };
 
 }  // namespace shingled::load
