@@ -53,10 +53,7 @@ Loaded& store_with(uint64_t n) {
     const fuzzy::Request req = test::make_request(i, fuzzy::kWrite, 1, 1);
     const uint64_t h = s.digest_hash(req.digest);
     const WriteResult w = s.write(s.shard_of(h), h, req, kNow);
-    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      const uint64_t key = s.shingle_hash(k, req.shingles[k]);
-      s.index_insert(s.shard_of(key), key, w.ref);
-    }
+    s.index_all(req.shingles, w.ref);
   }
   l.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   l.rss_growth = rss_bytes() - rss_before;

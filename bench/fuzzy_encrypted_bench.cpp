@@ -38,10 +38,9 @@ struct World {
       const fuzzy::Request req = test::make_request(i, fuzzy::kWrite, 1, 1);
       const uint64_t h = store->digest_hash(req.digest);
       const WriteResult w = store->write(store->shard_of(h), h, req, kNow);
-      for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-        const uint64_t key = store->shingle_hash(k, req.shingles[k]);
-        sink.add(store->shard_of(key), key, w.ref);
-      }
+      uint64_t keys[FuzzyStore::kIndexKeys];
+      store->index_keys(req.shingles, keys);
+      for (const uint64_t key : keys) sink.add(store->shard_of(key), key, w.ref);
     }
     server = generate_keypair();
     Config c = default_config();

@@ -411,14 +411,12 @@ bool FuzzyService::store_update(const fuzzy::Request& req, uint32_t now, WorkerC
   }
   if (w.index_shingles) {
     // Each insert lands on a random cache line of the index. Asking for all
-    // 32 lines first lets their misses overlap instead of queueing one
+    // 16 lines first lets their misses overlap instead of queueing one
     // after another (bench/RESULTS.md, "What a WRITE costs").
-    uint64_t keys[fuzzy::kShingleCount];
-    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-      keys[i] = store_.shingle_hash(i, req.shingles[i]);
-      sink.prefetch(store_.shard_of(keys[i]), keys[i]);
-    }
-    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) sink.add(store_.shard_of(keys[i]), keys[i], w.ref);
+    uint64_t keys[FuzzyStore::kIndexKeys];
+    store_.index_keys(req.shingles, keys);
+    for (unsigned i = 0; i < FuzzyStore::kIndexKeys; ++i) sink.prefetch(store_.shard_of(keys[i]), keys[i]);
+    for (unsigned i = 0; i < FuzzyStore::kIndexKeys; ++i) sink.add(store_.shard_of(keys[i]), keys[i], w.ref);
   }
   stats.flag_writes[req.flag].add();
   return true;

@@ -142,8 +142,11 @@ void route_slice(SharedState& s, unsigned t, uint64_t slice, uint64_t slices) {
   const auto add_record = [&](const uint8_t* digest, const char* shingles) {
     const uint32_t ref = s.store.find_ref(s.store.digest_hash(digest), digest);
     if (ref == 0) return;  // not loaded (expired or undecodable)
-    for (unsigned k = 0; k < kFuzzyRecordShingles; ++k) {
-      const uint64_t key = s.store.shingle_hash(k, load_u64(shingles + 8 * k));
+    uint64_t values[kFuzzyRecordShingles];
+    for (unsigned k = 0; k < kFuzzyRecordShingles; ++k) values[k] = load_u64(shingles + 8 * k);
+    uint64_t keys[FuzzyStore::kIndexKeys];
+    s.store.index_keys(values, keys);
+    for (const uint64_t key : keys) {
       const unsigned shard = s.store.shard_of(key);
       out[s.owner[shard]].push_back(IndexEntry{key, ref, shard});
     }

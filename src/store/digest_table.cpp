@@ -67,9 +67,45 @@ void DigestTable::prefetch(uint64_t hash) const {
 
 void DigestTable::prefetch_slot(uint32_t slot) const {
   const Bucket& b = buckets_[slot / kWays];
+  const char* r = reinterpret_cast<const char*>(&b.records[slot % kWays]);
   __builtin_prefetch(&b);
-  __builtin_prefetch(&b.records[slot % kWays]);
-  __builtin_prefetch(reinterpret_cast<const char*>(&b.records[slot % kWays]) + 64);
+  __builtin_prefetch(r);
+  // The record's lines, its position prints to the end (216 bytes from any
+  // 8-byte offset: four or five lines).
+  for (size_t at = 64; at < sizeof(Record); at += 64) __builtin_prefetch(r + at);
+  __builtin_prefetch(r + sizeof(Record) - 1);
+}
+
+void DigestTable::set_position_prints(uint32_t slot, const uint32_t* prints) {
+  Bucket& b = buckets_[slot / kWays];
+  Record& r = b.records[slot % kWays];
+  const uint32_t v = seq_write_begin(b.version);
+  for (unsigned i = 0; i < kPositionPrints / 2; ++i) {
+    uint64_t w;
+    std::memcpy(&w, prints + 2 * i, 8);
+    shared_store(r.position_prints[i], w);
+  }
+  seq_write_end(b.version, v);
+}
+
+bool DigestTable::read_slot_prints(uint32_t slot, RecordView& out, uint32_t* prints) const {
+  if (slot >= slot_count()) return false;
+  const Bucket& b = buckets_[slot / kWays];
+  const unsigned way = slot % kWays;
+  const Record& r = b.records[way];
+  for (;;) {
+    const uint32_t v = seq_read_begin(b.version);
+    if (v & kSeqWriting) {
+      cpu_relax();
+      continue;
+    }
+    const bool live = shared_load(b.tags[way]) != 0 && read_record(b, way, out);
+    for (unsigned i = 0; i < kPositionPrints / 2; ++i) {
+      const uint64_t w = shared_load(r.position_prints[i]);
+      std::memcpy(prints + 2 * i, &w, 8);
+    }
+    if (seq_read_valid(b.version, v)) return live;
+  }
 }
 
 bool DigestTable::read_record(const Bucket& b, unsigned way, RecordView& out) const {
@@ -316,7 +352,8 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   shared_store(r.flag, flag);
   shared_store(r.value, value);
   shared_store(r.extra, 0u);
-  r.shingle_print = 0;
+  shared_store(r.shingle_print, 0u);
+  for (uint64_t& w : r.position_prints) shared_store(w, uint64_t{0});
   shared_store(r.first_write, now);
   shared_store(r.last_write, now);
   b.dead_stamps[way] = 0;

@@ -78,6 +78,14 @@ class DigestTable {
   // is one (shingled's lookup shows it), so both sides are atomic.
   uint32_t shingle_print(uint32_t slot) const { return shared_load(record_at(slot).shingle_print); }
   void set_shingle_print(uint32_t slot, uint32_t print) { shared_store(record_at(slot).shingle_print, print); }
+  // The 32-bit fingerprint of each of the 32 shingles the record was
+  // indexed with (FuzzyStore::index_keys), from which a CHECK counts how
+  // many positions a candidate shares with the request. The owner writes
+  // them once, with the shingle print, under the seqlock.
+  static constexpr unsigned kPositionPrints = 32;
+  void set_position_prints(uint32_t slot, const uint32_t* prints);
+  // read_slot() and the record's position prints, in one consistent read.
+  bool read_slot_prints(uint32_t slot, RecordView& out, uint32_t* prints) const;
   // Moves the last write of the live record in `slot` to `now` if it is
   // older and the record is still `digest`'s (its first 8 bytes): a CHECK's
   // refresh. False when the slot holds another record or none.
@@ -97,14 +105,15 @@ class DigestTable {
   uint64_t extra_pool_exhausted() const { return extra_exhausted_; }
 
  private:
-  struct Record {                          // 88 bytes, all fields owner-written
+  struct Record {                          // 216 bytes, all fields owner-written
     uint64_t digest[8];                    // read with acquire loads by readers
     int32_t value;                         // primary flag's value
     uint32_t flag;                         // primary flag
     uint32_t last_write;
     uint32_t first_write;
     uint32_t extra;                        // 1 + index into extra_, 0 = none
-    uint32_t shingle_print;                // owner-only: FuzzyStore::shingle_print, 0 = none
+    uint32_t shingle_print;                // FuzzyStore::shingle_print, 0 = none
+    uint64_t position_prints[kPositionPrints / 2];  // 32 x 32 bits, read as words
   };
   struct ExtraFlags {                      // the non-primary flags of one record
     uint32_t count;
@@ -121,8 +130,8 @@ class DigestTable {
     uint8_t pad[12];
     Record records[kWays];
   };
-  static_assert(sizeof(Record) == 88);
-  static_assert(sizeof(Bucket) == 64 + 8 * 88);
+  static_assert(sizeof(Record) == 216);
+  static_assert(sizeof(Bucket) == 64 + 8 * 216);
 
   Record& record_at(uint32_t slot) const { return buckets_[slot / kWays].records[slot % kWays]; }
   size_t home(uint64_t hash) const;

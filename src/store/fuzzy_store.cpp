@@ -31,7 +31,7 @@ ShardSizing shard_sizing(uint64_t max_hashes, unsigned shard_bits) {
   s.records = size_t(std::ceil(per_shard * skew / kDigestLoad)) + DigestTable::kWays;
   s.extra_blocks = std::max<size_t>(64, s.records / 8);
   s.index_entries =
-      size_t(std::ceil(per_shard * fuzzy::kShingleCount * skew / kIndexLoad)) + ShingleIndex::kWays;
+      size_t(std::ceil(per_shard * FuzzyStore::kIndexKeys * skew / kIndexLoad)) + ShingleIndex::kWays;
   return s;
 }
 
@@ -93,71 +93,38 @@ void FuzzyStore::check_batch(const fuzzy::Request* const* reqs, size_t n, uint32
   }
 }
 
-namespace {
-
-// A hit needs at least 17 of 32 votes, a strict majority. When every
-// position names at most one record, the Boyer-Moore majority vote finds the
-// only possible winner in one pass and a count.
-uint32_t majority(const uint32_t* refs, unsigned& votes) {
-  uint32_t candidate = 0;
-  unsigned balance = 0;
-  for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-    const uint32_t r = refs[i];
-    if (r == 0) continue;
-    if (balance == 0) {
-      candidate = r;
-      balance = 1;
-    } else {
-      balance += r == candidate ? 1 : -1;
+void FuzzyStore::index_keys(const uint64_t* shingles, uint64_t* keys, uint32_t* prints) const {
+  for (unsigned p = 0; p < kIndexKeys; ++p) {
+    const uint64_t even = shingle_hash(2 * p, shingles[2 * p]);
+    const uint64_t odd = shingle_hash(2 * p + 1, shingles[2 * p + 1]);
+    // Both halves are keyed hashes already: a rotation keeps the pair
+    // (a, b) apart from (b, a) and mixes each half into every field of the
+    // key (shard, bucket, tag).
+    keys[p] = even ^ ((odd << 32) | (odd >> 32));
+    if (prints != nullptr) {
+      // Two different shingles of one position share a print with
+      // probability 2^-32 (the hash is a keyed bijection; this is its top
+      // half), so a count is off by one with probability at most 32 x 2^-32
+      // (docs/store.md, "The pair index").
+      prints[2 * p] = uint32_t(even >> 32);
+      prints[2 * p + 1] = uint32_t(odd >> 32);
     }
   }
-  votes = candidate == 0 ? 0 : unsigned(std::count(refs, refs + fuzzy::kShingleCount, candidate));
-  return candidate;
 }
 
-}  // namespace
-
-// Some position named more than one record (siblings share shingles), so
-// several records may reach the threshold: count each distinct record once
-// per position it appears at (a position never names a record twice) and
-// keep those with enough votes, most votes first, ties by lower reference.
-void FuzzyStore::Vote::rank_candidates() {
-  struct Tally {
-    uint32_t ref;
-    unsigned votes;
-  };
-  Tally tally[kMaxVoteRefs];
-  unsigned n_tally = 0;
-  const auto count = [&](uint32_t r) {
+// The distinct records the pairs named (usually none or one; siblings of a
+// multipart mail share their shingles, so several).
+void FuzzyStore::Vote::gather_candidates() {
+  n_candidates = 0;
+  const auto add = [&](uint32_t r) {
     if (r == 0) return;
-    for (unsigned t = 0; t < n_tally; ++t) {
-      if (tally[t].ref == r) {
-        ++tally[t].votes;
-        return;
-      }
+    for (unsigned c = 0; c < n_candidates; ++c) {
+      if (candidates[c] == r) return;
     }
-    tally[n_tally++] = Tally{r, 1};
+    candidates[n_candidates++] = r;
   };
-  for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) count(refs[k]);
-  for (unsigned e = 0; e < n_extra; ++e) count(extra[e]);
-  n_winners = 0;
-  for (unsigned t = 0; t < n_tally; ++t) {
-    if (tally[t].votes < kVoteThreshold) continue;
-    // Insertion into the short sorted list.
-    unsigned at = n_winners < kMaxWinners ? n_winners++ : kMaxWinners;
-    while (at > 0 && (winner_votes[at - 1] < tally[t].votes ||
-                      (winner_votes[at - 1] == tally[t].votes && winners[at - 1] > tally[t].ref))) {
-      if (at < kMaxWinners) {
-        winners[at] = winners[at - 1];
-        winner_votes[at] = winner_votes[at - 1];
-      }
-      --at;
-    }
-    if (at < kMaxWinners) {
-      winners[at] = tally[t].ref;
-      winner_votes[at] = tally[t].votes;
-    }
-  }
+  for (unsigned k = 0; k < kIndexKeys; ++k) add(refs[k]);
+  for (unsigned e = 0; e < n_extra; ++e) add(extra[e]);
 }
 
 void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32_t now,
@@ -171,8 +138,9 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     digest_hashes[i] = digest_hash(reqs[i]->digest);
     shards_[shard_of(digest_hashes[i])]->digests.prefetch(digest_hashes[i]);
   }
-  // Stage 2: exact lookups. Misses that carry shingles go on to the vote:
-  // hash their shingles and prefetch each one's first bucket.
+  // Stage 2: exact lookups. Misses that carry shingles go on to the
+  // lookup by pairs: their 16 keys and 32 prints, and each key's first
+  // bucket prefetched.
   for (size_t i = 0; i < n; ++i) {
     out[i] = CheckResult{};
     const uint64_t h = digest_hashes[i];
@@ -188,8 +156,8 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     if (!reqs[i]->has_shingles) continue;
     Vote& v = votes[n_votes++];
     v.req = i;
-    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
-      v.keys[k] = shingle_hash(k, reqs[i]->shingles[k]);
+    index_keys(reqs[i]->shingles, v.keys, v.prints);
+    for (unsigned k = 0; k < kIndexKeys; ++k) {
       v.first[k] = indexes_[shard_of(v.keys[k])]->first_bucket(v.keys[k]);
       __builtin_prefetch(v.first[k]);
     }
@@ -199,7 +167,7 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
     Vote& v = votes[j];
     v.elsewhere = 0;
     v.n_extra = 0;
-    for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
+    for (unsigned k = 0; k < kIndexKeys; ++k) {
       v.refs[k] = ShingleIndex::probe_bucket(v.first[k], v.keys[k], v.flags[k], v.extra, v.n_extra);
       if (v.refs[k] == 0 && v.flags[k] != 0) {
         indexes_[shard_of(v.keys[k])]->prefetch_rest(v.keys[k], v.flags[k]);
@@ -207,42 +175,44 @@ void FuzzyStore::check_chunk(const fuzzy::Request* const* reqs, size_t n, uint32
       }
     }
   }
-  // Stage 4: probe the rest where needed, vote, prefetch the first winner.
+  // Stage 4: probe the rest where needed; prefetch every candidate record.
   for (size_t j = 0; j < n_votes; ++j) {
     Vote& v = votes[j];
     for (uint32_t m = v.elsewhere; m != 0; m &= m - 1) {
       const unsigned k = unsigned(__builtin_ctz(m));
       v.refs[k] = indexes_[shard_of(v.keys[k])]->probe_rest(v.keys[k], v.flags[k], v.extra, v.n_extra);
     }
-    if (v.n_extra == 0) {
-      unsigned count;
-      const uint32_t winner = majority(v.refs, count);
-      v.n_winners = count >= kVoteThreshold ? 1 : 0;
-      v.winners[0] = winner;
-      v.winner_votes[0] = count;
-    } else {
-      v.rank_candidates();
-    }
-    if (v.n_winners == 0) continue;
-    const uint32_t w = v.winners[0];
-    const unsigned shard = w >> slot_bits_;
-    if (shard < shards_.size()) {
-      shards_[shard]->digests.prefetch_slot((w & ((uint32_t(1) << slot_bits_) - 1)) - 1);
+    v.gather_candidates();
+    for (unsigned c = 0; c < v.n_candidates; ++c) {
+      const uint32_t r = v.candidates[c];
+      const unsigned shard = r >> slot_bits_;
+      if (shard < shards_.size()) shards_[shard]->digests.prefetch_slot((r & ((uint32_t(1) << slot_bits_) - 1)) - 1);
     }
   }
-  // Stage 5: read the winning record: the first candidate, in vote order,
-  // that is alive and unexpired (a deleted or expired sibling's entries stay
-  // in the index until the sweep clears them, and must not hide the others).
+  // Stage 5: count each candidate's shared positions from its prints; the
+  // winner is the live, unexpired candidate with the most (at least
+  // kVoteThreshold), ties to the lower reference. A deleted or expired
+  // sibling's entries stay in the index until the sweep clears them, and
+  // must not hide the others.
   for (size_t j = 0; j < n_votes; ++j) {
     const Vote& v = votes[j];
     CheckResult& r = out[v.req];
-    for (unsigned c = 0; c < v.n_winners; ++c) {
-      if (read_ref(v.winners[c], r.record) && !expired(r.record, now)) {
-        r.kind = CheckResult::shingles;
-        r.votes = v.winner_votes[c];
-        r.ref = v.winners[c];
-        break;
-      }
+    RecordView view;
+    uint32_t prints[fuzzy::kShingleCount];
+    for (unsigned c = 0; c < v.n_candidates; ++c) {
+      const uint32_t ref = v.candidates[c];
+      const unsigned shard = ref >> slot_bits_;
+      if (shard >= shards_.size()) continue;
+      const uint32_t slot = (ref & ((uint32_t(1) << slot_bits_) - 1)) - 1;
+      if (!shards_[shard]->digests.read_slot_prints(slot, view, prints) || expired(view, now)) continue;
+      unsigned shared = 0;
+      for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) shared += prints[k] == v.prints[k];
+      if (shared < kVoteThreshold) continue;
+      if (r.kind == CheckResult::shingles && (shared < r.votes || (shared == r.votes && ref > r.ref))) continue;
+      r.kind = CheckResult::shingles;
+      r.votes = shared;
+      r.ref = ref;
+      r.record = view;
     }
   }
 }
@@ -308,6 +278,12 @@ uint32_t FuzzyStore::restore(const FuzzyRecord& record) {
       return 0;
   }
   digests.set_shingle_print(slot, record.has_shingles ? shingle_print(record.shingles) : 0);
+  if (record.has_shingles) {
+    uint64_t keys[kIndexKeys];
+    uint32_t prints[fuzzy::kShingleCount];
+    index_keys(record.shingles, keys, prints);
+    digests.set_position_prints(slot, prints);
+  }
   return make_ref(shard, slot);
 }
 
@@ -335,7 +311,15 @@ WriteResult FuzzyStore::write(unsigned shard, uint64_t hash, const fuzzy::Reques
     // and it restores any a full bucket had dropped).
     const uint32_t print = shingle_print(req.shingles);
     const uint32_t had = digests.shingle_print(slot);
-    if (had == 0) digests.set_shingle_print(slot, print);
+    if (had == 0) {
+      // The position prints first: a CHECK finds the record only through
+      // index entries made after this returns.
+      uint64_t keys[kIndexKeys];
+      uint32_t prints[fuzzy::kShingleCount];
+      index_keys(req.shingles, keys, prints);
+      digests.set_position_prints(slot, prints);
+      digests.set_shingle_print(slot, print);
+    }
     result.index_shingles = had == 0 || had == print;
   }
   if (changes != nullptr) report_write(digests, slot, req, result.index_shingles, *changes);

@@ -83,6 +83,16 @@ class FuzzyStore {
   uint64_t shingle_hash(unsigned i, uint64_t value) const {
     return hash_shingle(options_.secrets, i, value);
   }
+  // The shingle index is keyed by pairs of positions (2p, 2p+1), 16 keys a
+  // digest (docs/store.md, "The pair index"): a near-duplicate hit needs 17
+  // of the 32 positions, so it shares both shingles of at least one pair
+  // with the record (at most one per pair would be 16), and one of the 16
+  // lookups finds it. Each candidate's count of shared positions then comes
+  // from the 32-bit fingerprints its record keeps per position.
+  static constexpr unsigned kIndexKeys = fuzzy::kShingleCount / 2;
+  // The 16 index keys of a digest's shingles, and each position's 32-bit
+  // fingerprint, from one keyed hash per position.
+  void index_keys(const uint64_t* shingles, uint64_t* keys, uint32_t* prints = nullptr) const;
   // A keyed 32-bit fingerprint of a set of 32 shingles, never 0 (0 marks a
   // record without shingles): what a record remembers of its shingles.
   uint32_t shingle_print(const uint64_t* shingles) const;
@@ -138,6 +148,13 @@ class FuzzyStore {
   // index_crowded_count(). The loader calls it too, before the workers
   // start, one thread per index shard.
   ShingleIndex::InsertOutcome index_insert(unsigned shard, uint64_t key_hash, uint32_t ref);
+  // Every index key of `shingles` for `ref`, from this one thread (tests,
+  // benchmarks: what the workers' index batches do across owners).
+  void index_all(const uint64_t* shingles, uint32_t ref) {
+    uint64_t keys[kIndexKeys];
+    index_keys(shingles, keys);
+    for (const uint64_t k : keys) index_insert(shard_of(k), k, ref);
+  }
   void prefetch_index(uint64_t key_hash) const { indexes_[shard_of(key_hash)]->prefetch_first(key_hash); }
 
   // --- owner of the shard: background upkeep -----------------------------
@@ -172,27 +189,25 @@ class FuzzyStore {
     bool last_pass_skipped = true;
   };
 
-  // One CHECK's shingle vote in the pipeline of check_chunk().
-  static constexpr unsigned kMaxExtraRefs = fuzzy::kShingleCount * (ShingleIndex::kMaxCandidates - 1);
-  static constexpr unsigned kMaxVoteRefs = fuzzy::kShingleCount + kMaxExtraRefs;
-  static constexpr unsigned kMaxWinners = 4;
+  // One CHECK's shingle lookup in the pipeline of check_chunk().
+  static constexpr unsigned kMaxExtraRefs = kIndexKeys * (ShingleIndex::kMaxCandidates - 1);
+  static constexpr unsigned kMaxCandidateRefs = kIndexKeys + kMaxExtraRefs;
   struct Vote {
     size_t req;
-    uint64_t keys[fuzzy::kShingleCount];
-    const ShingleIndex::Bucket* first[fuzzy::kShingleCount];  // found once, in stage 2
-    uint32_t refs[fuzzy::kShingleCount];   // the first record each position names
-    uint32_t flags[fuzzy::kShingleCount];  // overflow flags, for the keys in `elsewhere`
-    uint32_t elsewhere;                    // bit k: key k may be past its first bucket
-    unsigned n_winners;                    // records with >= kVoteThreshold votes, best first
-    uint32_t winners[kMaxWinners];
-    unsigned winner_votes[kMaxWinners];
-    unsigned n_extra;                      // further records named (siblings), any position:
-    uint32_t extra[kMaxExtraRefs];         // at most kMaxCandidates - 1 per position; last, as
-                                           // the rarely touched part
-
-    void rank_candidates();
+    uint64_t keys[kIndexKeys];
+    const ShingleIndex::Bucket* first[kIndexKeys];  // found once, in stage 2
+    uint32_t refs[kIndexKeys];     // the first record each pair names
+    uint32_t flags[kIndexKeys];    // overflow flags, for the keys in `elsewhere`
+    uint32_t elsewhere;            // bit k: key k may be past its first bucket
+    uint32_t prints[fuzzy::kShingleCount];  // the request's position prints
+    unsigned n_candidates;         // distinct records named by any pair
+    uint32_t candidates[kMaxCandidateRefs];
+    unsigned n_extra;              // further records named (siblings), any pair:
+    uint32_t extra[kMaxExtraRefs];  // at most kMaxCandidates - 1 per pair; last, as
+                                    // the rarely touched part
+    void gather_candidates();
   };
-  static_assert(fuzzy::kShingleCount <= 32, "Vote::elsewhere has one bit per shingle");
+  static_assert(kIndexKeys <= 32, "Vote::elsewhere has one bit per index key");
 
   uint32_t make_ref(unsigned shard, uint32_t slot) const {
     return (uint32_t(shard) << slot_bits_) | (slot + 1);

@@ -70,12 +70,13 @@ std::vector<uint32_t> write_in_random_orders(FuzzyStore& s, const std::vector<fu
     refs.push_back(w.ref);
   }
   std::vector<size_t> order(sibs.size());
-  for (unsigned k = 0; k < fuzzy::kShingleCount; ++k) {
+  for (unsigned k = 0; k < FuzzyStore::kIndexKeys; ++k) {
     for (size_t j = 0; j < order.size(); ++j) order[j] = j;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t j : order) {
-      const uint64_t key = s.shingle_hash(k, sibs[j].shingles[k]);
-      s.index_insert(s.shard_of(key), key, refs[j]);
+      uint64_t keys[FuzzyStore::kIndexKeys];
+      s.index_keys(sibs[j].shingles, keys);
+      s.index_insert(s.shard_of(keys[k]), keys[k], refs[j]);
     }
   }
   return refs;

@@ -210,7 +210,7 @@ TEST(FuzzyStore, index_sweep_runs_only_after_a_record_died) {
   FuzzyStore::SweepStats after_delete;
   sweep_all(after_delete, 2000);
   EXPECT_GT(after_delete.index_slices, 0u);
-  EXPECT_EQ(after_delete.index_cleared, size_t(fuzzy::kShingleCount));
+  EXPECT_EQ(after_delete.index_cleared, size_t(FuzzyStore::kIndexKeys));
   // Its near-duplicate no longer finds it through stale entries.
   EXPECT_EQ(s.check(near_duplicate(make_request(150), 30, 1), kNow).kind, CheckResult::miss);
 

@@ -537,7 +537,7 @@ TEST_F(PersistTest, loading_restores_records_flags_times_and_the_shingle_index) 
     EXPECT_EQ(report.loaded, 3001u);
     EXPECT_EQ(report.expired, 1u);
     EXPECT_EQ(expired.size(), 1u) << "the expired record is deleted at the first sync";
-    EXPECT_EQ(report.shingles, 2000u * 32 + 32);
+    EXPECT_EQ(report.shingles, (2000u + 1) * FuzzyStore::kIndexKeys) << "16 index entries a record with shingles";
     EXPECT_EQ(store.stored_hashes(), 3001u);
 
     for (uint64_t id = 0; id < 3000; ++id) {

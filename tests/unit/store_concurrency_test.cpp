@@ -39,19 +39,13 @@ TEST(StoreConcurrency, checks_during_owner_writes_never_see_a_torn_record) {
         const WriteResult w = store.write(store.shard_of(h), h, req, kNow);
         ASSERT_NE(w.status, WriteResult::full);
         if (round == 0) {
-          for (unsigned s = 0; s < fuzzy::kShingleCount; ++s) {
-            const uint64_t k = store.shingle_hash(s, req.shingles[s]);
-            store.index_insert(store.shard_of(k), k, w.ref);
-          }
+          store.index_all(req.shingles, w.ref);
         }
         // Every 10th round deletes and re-adds a slice, moving records.
         if (round % 10 == 9 && i % 50 == 0) {
           store.remove(store.shard_of(h), h, req.digest);
           const WriteResult again = store.write(store.shard_of(h), h, req, kNow);
-          for (unsigned s = 0; s < fuzzy::kShingleCount; ++s) {
-            const uint64_t k = store.shingle_hash(s, req.shingles[s]);
-            store.index_insert(store.shard_of(k), k, again.ref);
-          }
+          store.index_all(req.shingles, again.ref);
         }
       }
       rounds.store(round + 1);

@@ -48,17 +48,12 @@ inline fuzzy::Request near_duplicate(const fuzzy::Request& base, unsigned shared
 }
 
 // Applies a WRITE as the engine does on a single core: the digest record
-// first, then, when the store says so, the 32 shingle keys on their (here:
+// first, then, when the store says so, the 16 index keys on their (here:
 // the same) owner.
 inline WriteResult write_and_index(FuzzyStore& s, const fuzzy::Request& req, uint32_t now) {
   const uint64_t h = s.digest_hash(req.digest);
   const WriteResult w = s.write(s.shard_of(h), h, req, now);
-  if (w.index_shingles) {
-    for (unsigned i = 0; i < fuzzy::kShingleCount; ++i) {
-      const uint64_t k = s.shingle_hash(i, req.shingles[i]);
-      s.index_insert(s.shard_of(k), k, w.ref);
-    }
-  }
+  if (w.index_shingles) s.index_all(req.shingles, w.ref);
   return w;
 }
 
