@@ -23,7 +23,7 @@ size_t stash_buckets(size_t main, unsigned probe) { return std::max<size_t>(prob
 
 size_t DigestTable::bytes_for(size_t records, size_t extra_blocks) {
   const size_t main = main_buckets(records, kWays);
-  return (main + stash_buckets(main, kStashProbe)) * sizeof(Bucket) +
+  return (main + stash_buckets(main, kStashProbe)) * (sizeof(Bucket) + kWays * sizeof(PrintRow)) +
          std::max<size_t>(16, extra_blocks) * (sizeof(ExtraFlags) + sizeof(uint32_t));
 }
 
@@ -32,15 +32,24 @@ DigestTable::DigestTable(size_t records, size_t extra_blocks) {
   stash_count_ = stash_buckets(bucket_count_, kStashProbe);
   buckets_ = static_cast<Bucket*>(allocate_table_memory(total_buckets() * sizeof(Bucket)));
   if (buckets_ == nullptr) throw std::bad_alloc();
+  prints_ = static_cast<PrintRow*>(allocate_table_memory(size_t(slot_count()) * sizeof(PrintRow)));
+  if (prints_ == nullptr) {
+    free_table_memory(buckets_, total_buckets() * sizeof(Bucket));
+    throw std::bad_alloc();
+  }
   extra_.resize(std::max<size_t>(16, extra_blocks));
   extra_free_.reserve(extra_.size());
   for (size_t i = extra_.size(); i-- > 0;) extra_free_.push_back(static_cast<uint32_t>(i));
 }
 
-DigestTable::~DigestTable() { free_table_memory(buckets_, total_buckets() * sizeof(Bucket)); }
+DigestTable::~DigestTable() {
+  free_table_memory(buckets_, total_buckets() * sizeof(Bucket));
+  free_table_memory(prints_, size_t(slot_count()) * sizeof(PrintRow));
+}
 
 size_t DigestTable::memory_bytes() const {
-  return total_buckets() * sizeof(Bucket) + extra_.size() * sizeof(ExtraFlags) +
+  return total_buckets() * sizeof(Bucket) + size_t(slot_count()) * sizeof(PrintRow) +
+         extra_.size() * sizeof(ExtraFlags) +
          extra_free_.capacity() * sizeof(uint32_t);
 }
 
@@ -70,20 +79,21 @@ void DigestTable::prefetch_slot(uint32_t slot) const {
   const char* r = reinterpret_cast<const char*>(&b.records[slot % kWays]);
   __builtin_prefetch(&b);
   __builtin_prefetch(r);
-  // The record's lines, its position prints to the end (216 bytes from any
-  // 8-byte offset: four or five lines).
-  for (size_t at = 64; at < sizeof(Record); at += 64) __builtin_prefetch(r + at);
-  __builtin_prefetch(r + sizeof(Record) - 1);
+  __builtin_prefetch(r + 64);
+  if (slot < slot_count()) {  // its position prints: two lines
+    __builtin_prefetch(&prints_[slot]);
+    __builtin_prefetch(reinterpret_cast<const char*>(&prints_[slot]) + 64);
+  }
 }
 
 void DigestTable::set_position_prints(uint32_t slot, const uint32_t* prints) {
   Bucket& b = buckets_[slot / kWays];
-  Record& r = b.records[slot % kWays];
+  PrintRow& row = prints_[slot];
   const uint32_t v = seq_write_begin(b.version);
   for (unsigned i = 0; i < kPositionPrints / 2; ++i) {
     uint64_t w;
     std::memcpy(&w, prints + 2 * i, 8);
-    shared_store(r.position_prints[i], w);
+    shared_store(row.words[i], w);
   }
   seq_write_end(b.version, v);
 }
@@ -92,7 +102,7 @@ bool DigestTable::read_slot_prints(uint32_t slot, RecordView& out, uint32_t* pri
   if (slot >= slot_count()) return false;
   const Bucket& b = buckets_[slot / kWays];
   const unsigned way = slot % kWays;
-  const Record& r = b.records[way];
+  const PrintRow& row = prints_[slot];
   for (;;) {
     const uint32_t v = seq_read_begin(b.version);
     if (v & kSeqWriting) {
@@ -101,7 +111,7 @@ bool DigestTable::read_slot_prints(uint32_t slot, RecordView& out, uint32_t* pri
     }
     const bool live = shared_load(b.tags[way]) != 0 && read_record(b, way, out);
     for (unsigned i = 0; i < kPositionPrints / 2; ++i) {
-      const uint64_t w = shared_load(r.position_prints[i]);
+      const uint64_t w = shared_load(row.words[i]);
       std::memcpy(prints + 2 * i, &w, 8);
     }
     if (seq_read_valid(b.version, v)) return live;
@@ -353,7 +363,7 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   shared_store(r.value, value);
   shared_store(r.extra, 0u);
   shared_store(r.shingle_print, 0u);
-  for (uint64_t& w : r.position_prints) shared_store(w, uint64_t{0});
+  for (uint64_t& w : prints_[bi * kWays + way].words) shared_store(w, uint64_t{0});
   shared_store(r.first_write, now);
   shared_store(r.last_write, now);
   b.dead_stamps[way] = 0;

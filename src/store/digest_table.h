@@ -81,7 +81,10 @@ class DigestTable {
   // The 32-bit fingerprint of each of the 32 shingles the record was
   // indexed with (FuzzyStore::index_keys), from which a CHECK counts how
   // many positions a candidate shares with the request. The owner writes
-  // them once, with the shingle print, under the seqlock.
+  // them once, with the shingle print, under its bucket's seqlock. They
+  // live apart from the records, one 128-byte row per slot, so that the
+  // buckets an exact lookup reads stay as small as before: only a
+  // candidate of the shingle lookup reads its row.
   static constexpr unsigned kPositionPrints = 32;
   void set_position_prints(uint32_t slot, const uint32_t* prints);
   // read_slot() and the record's position prints, in one consistent read.
@@ -105,7 +108,7 @@ class DigestTable {
   uint64_t extra_pool_exhausted() const { return extra_exhausted_; }
 
  private:
-  struct Record {                          // 216 bytes, all fields owner-written
+  struct Record {                          // 88 bytes, all fields owner-written
     uint64_t digest[8];                    // read with acquire loads by readers
     int32_t value;                         // primary flag's value
     uint32_t flag;                         // primary flag
@@ -113,7 +116,9 @@ class DigestTable {
     uint32_t first_write;
     uint32_t extra;                        // 1 + index into extra_, 0 = none
     uint32_t shingle_print;                // FuzzyStore::shingle_print, 0 = none
-    uint64_t position_prints[kPositionPrints / 2];  // 32 x 32 bits, read as words
+  };
+  struct alignas(64) PrintRow {            // a slot's position prints, 32 x 32 bits, read as words
+    uint64_t words[kPositionPrints / 2];
   };
   struct ExtraFlags {                      // the non-primary flags of one record
     uint32_t count;
@@ -130,8 +135,9 @@ class DigestTable {
     uint8_t pad[12];
     Record records[kWays];
   };
-  static_assert(sizeof(Record) == 216);
-  static_assert(sizeof(Bucket) == 64 + 8 * 216);
+  static_assert(sizeof(Record) == 88);
+  static_assert(sizeof(Bucket) == 64 + 8 * 88);
+  static_assert(sizeof(PrintRow) == 128);
 
   Record& record_at(uint32_t slot) const { return buckets_[slot / kWays].records[slot % kWays]; }
   size_t home(uint64_t hash) const;
@@ -149,6 +155,7 @@ class DigestTable {
   int32_t saturating_add(int32_t a, int32_t b);
 
   Bucket* buckets_ = nullptr;
+  PrintRow* prints_ = nullptr;  // one row per slot
   size_t bucket_count_ = 0;  // main buckets; the stash follows them
   size_t stash_count_ = 0;
   std::vector<ExtraFlags> extra_;
