@@ -30,21 +30,22 @@ size_t DigestTable::bytes_for(size_t records, size_t extra_blocks) {
 DigestTable::DigestTable(size_t records, size_t extra_blocks) {
   bucket_count_ = main_buckets(records, kWays);
   stash_count_ = stash_buckets(bucket_count_, kStashProbe);
-  buckets_ = static_cast<Bucket*>(allocate_table_memory(total_buckets() * sizeof(Bucket)));
-  if (buckets_ == nullptr) throw std::bad_alloc();
-  prints_ = static_cast<PrintRow*>(allocate_table_memory(size_t(slot_count()) * sizeof(PrintRow)));
-  if (prints_ == nullptr) {
-    free_table_memory(buckets_, total_buckets() * sizeof(Bucket));
-    throw std::bad_alloc();
-  }
+  // One mapping for the buckets and the print rows after them: the mapping
+  // is rounded up to whole huge pages, once rather than twice.
+  void* table = allocate_table_memory(mapped_bytes());
+  if (table == nullptr) throw std::bad_alloc();
+  buckets_ = static_cast<Bucket*>(table);
+  prints_ = reinterpret_cast<PrintRow*>(static_cast<char*>(table) + total_buckets() * sizeof(Bucket));
   extra_.resize(std::max<size_t>(16, extra_blocks));
   extra_free_.reserve(extra_.size());
   for (size_t i = extra_.size(); i-- > 0;) extra_free_.push_back(static_cast<uint32_t>(i));
 }
 
-DigestTable::~DigestTable() {
-  free_table_memory(buckets_, total_buckets() * sizeof(Bucket));
-  free_table_memory(prints_, size_t(slot_count()) * sizeof(PrintRow));
+DigestTable::~DigestTable() { free_table_memory(buckets_, mapped_bytes()); }
+
+size_t DigestTable::mapped_bytes() const {
+  static_assert(sizeof(Bucket) % alignof(PrintRow) == 0, "the rows follow the buckets aligned");
+  return total_buckets() * sizeof(Bucket) + size_t(slot_count()) * sizeof(PrintRow);
 }
 
 size_t DigestTable::memory_bytes() const {

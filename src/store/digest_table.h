@@ -139,6 +139,7 @@ class DigestTable {
   static_assert(sizeof(Bucket) == 64 + 8 * 88);
   static_assert(sizeof(PrintRow) == 128);
 
+  size_t mapped_bytes() const;  // the buckets and the print rows, one mapping
   Record& record_at(uint32_t slot) const { return buckets_[slot / kWays].records[slot % kWays]; }
   size_t home(uint64_t hash) const;
   size_t home2(uint64_t hash) const;
