@@ -211,6 +211,14 @@ class Replicator {
   // how a counter shard's stream position moves on while the stream
   // carries only other records.
   uint64_t handed_through() const { return stats_.handed.load(std::memory_order_acquire); }
+  // Worker `w`'s thread: how far its shards have applied the stream, given
+  // the last record it took from its fuzzy lane or (`counters`) its
+  // counter lane: handed_through() once that lane is empty.
+  uint64_t applied_through(unsigned w, uint64_t lane_sequence, bool counters) const {
+    const uint64_t handed = handed_through();  // before the lane is looked at
+    const bool empty = counters ? !lane_has_counters(w) : !lane_has_records(w);
+    return empty ? std::max(lane_sequence, handed) : lane_sequence;
+  }
   // Worker `w`'s thread only: its proposals awaiting their outcome.
   size_t in_flight(unsigned w) const { return lanes_[w]->in_flight; }
 

@@ -111,7 +111,7 @@ bool DigestTable::read_slot_prints(uint32_t slot, RecordView& out, uint32_t* pri
       continue;
     }
     const bool live = shared_load(b.tags[way]) != 0 && read_record(b, way, out);
-    for (unsigned i = 0; i < kPositionPrints / 2; ++i) {
+    for (unsigned i = 0; prints != nullptr && i < kPositionPrints / 2; ++i) {
       const uint64_t w = shared_load(row.words[i]);
       std::memcpy(prints + 2 * i, &w, 8);
     }
@@ -196,20 +196,7 @@ bool DigestTable::slot_live(uint32_t slot) const {
   return slot < slot_count() && shared_load(buckets_[slot / kWays].tags[slot % kWays]) != 0;
 }
 
-bool DigestTable::read_slot(uint32_t slot, RecordView& out) const {
-  if (slot >= slot_count()) return false;
-  const Bucket& b = buckets_[slot / kWays];
-  const unsigned way = slot % kWays;
-  for (;;) {
-    const uint32_t v = seq_read_begin(b.version);
-    if (v & kSeqWriting) {
-      cpu_relax();
-      continue;
-    }
-    const bool live = shared_load(b.tags[way]) != 0 && read_record(b, way, out);
-    if (seq_read_valid(b.version, v)) return live;
-  }
-}
+bool DigestTable::read_slot(uint32_t slot, RecordView& out) const { return read_slot_prints(slot, out, nullptr); }
 
 // Owner-side lookup: the owner is the only writer, so it reads without the
 // seqlock.

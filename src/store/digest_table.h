@@ -87,7 +87,8 @@ class DigestTable {
   // candidate of the shingle lookup reads its row.
   static constexpr unsigned kPositionPrints = 32;
   void set_position_prints(uint32_t slot, const uint32_t* prints);
-  // read_slot() and the record's position prints, in one consistent read.
+  // read_slot() and the record's position prints (none when `prints` is
+  // null: read_slot() itself), in one consistent read.
   bool read_slot_prints(uint32_t slot, RecordView& out, uint32_t* prints) const;
   // Moves the last write of the live record in `slot` to `now` if it is
   // older and the record is still `digest`'s (its first 8 bytes): a CHECK's
