@@ -100,8 +100,9 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   free_tokens_.clear();
   for (size_t t = owners_.size(); t-- > 0;) free_tokens_.push_back(t);
   std::random_device rd;
+  run_id_ = uint64_t(rd()) << 32 | rd();
   char run_id[17];
-  snprintf(run_id, sizeof run_id, "%08x%08x", rd(), rd());
+  snprintf(run_id, sizeof run_id, "%016llx", (unsigned long long)run_id_);
   id_prefix_ = options_.node + "-" + run_id + "-";
   stopping_.store(false);
   thread_ = std::thread([this] { run(); });
@@ -142,6 +143,26 @@ bool Replicator::propose_counters(unsigned w, uint64_t token, const CounterRecor
   ++lane.in_flight;
   return true;
 }
+
+bool Replicator::propose_buckets(unsigned w, uint64_t token, const BucketRecordHeader& header,
+                                 const BucketRecordCall* calls, size_t n, const char* id) {
+  Lane& lane = *lanes_[w];
+  if (lane.in_flight >= options_.max_in_flight) return false;
+  BucketProposal* p = lane.bucket_proposals.reserve();
+  if (p == nullptr) return false;
+  const size_t len = encode_bucket_record(header, calls, n, p->data);
+  if (len == 0) return false;  // too many calls or bytes for one record
+  p->token = token;
+  p->len = uint32_t(len);
+  snprintf(p->id, sizeof p->id, "%s", id);
+  lane.bucket_proposals.commit();
+  ++lane.in_flight;
+  return true;
+}
+
+const AppliedBuckets* Replicator::next_buckets(unsigned w) { return lanes_[w]->bucket_applies.front(); }
+
+void Replicator::release_buckets(unsigned w) { lanes_[w]->bucket_applies.release(); }
 
 const AppliedCounters* Replicator::next_counters(unsigned w) { return lanes_[w]->counter_applies.front(); }
 
@@ -216,8 +237,57 @@ bool Replicator::hand_counters_to_owners(uint64_t sequence, const CounterRecordH
   return true;
 }
 
+bool Replicator::hand_buckets_to_owners(uint64_t sequence, const BucketRecordHeader& h,
+                                        const BucketRecordCall* calls) {
+  // As for counters: every owner's slot reserved before any is filled.
+  std::vector<AppliedBuckets*>& slot = bucket_slots_;
+  slot.assign(lanes_.size(), nullptr);
+  std::vector<unsigned>& owner = counter_owners_;
+  owner.resize(h.calls);
+  BucketId ids[kMaxBucketCalls];
+  for (size_t i = 0; i < h.calls; ++i) {
+    const unsigned w = options_.bucket_owner_of(calls[i].key, ids[i]);
+    owner[i] = w < lanes_.size() ? w : 0;
+  }
+  for (size_t i = 0; i < h.calls; ++i) {
+    const unsigned w = owner[i];
+    if (slot[w] != nullptr) continue;
+    slot[w] = lanes_[w]->bucket_applies.reserve();
+    if (slot[w] == nullptr) {
+      if (options_.wake) options_.wake(w);
+      return false;  // the caller parks the record's bytes
+    }
+    slot[w]->sequence = sequence;
+    slot[w]->header = h;
+    slot[w]->n = 0;
+  }
+  for (size_t i = 0; i < h.calls; ++i) {
+    AppliedBuckets& a = *slot[owner[i]];
+    AppliedBucketCall& c = a.calls[a.n++];
+    c.call = calls[i].call;
+    c.call.id = ids[i];
+    c.call.params.dynamic = nullptr;
+    c.dynamic = calls[i].dynamic;
+    c.factors = calls[i].factors;
+    c.index = calls[i].index;
+  }
+  for (unsigned w = 0; w < lanes_.size(); ++w) {
+    if (slot[w] == nullptr) continue;
+    lanes_[w]->bucket_applies.commit();
+    lanes_[w]->touched = true;
+  }
+  return true;
+}
+
 // The parked record, if its owner has room now.
 bool Replicator::unpark() {
+  if (parked_buckets_) {
+    const ParkedBuckets p = std::move(*parked_buckets_);
+    parked_buckets_.reset();
+    if (!apply_bucket_record(p.sequence, p.record.data(), p.record.size())) return false;
+    stats_.handed.store(p.sequence, std::memory_order_release);
+    return true;
+  }
   if (parked_counters_) {
     // Moved out first: handing it on may park it again.
     const std::unique_ptr<ParkedCounters> p = std::make_unique<ParkedCounters>(*parked_counters_);
@@ -264,6 +334,10 @@ bool Replicator::next_outcome(unsigned w, ProposalOutcome& out) {
 
 bool Replicator::next_counter_outcome(unsigned w, ProposalOutcome& out) {
   return take_outcome(*lanes_[w], lanes_[w]->counter_outcomes, out);
+}
+
+bool Replicator::next_bucket_outcome(unsigned w, ProposalOutcome& out) {
+  return take_outcome(*lanes_[w], lanes_[w]->bucket_outcomes, out);
 }
 
 void Replicator::run() {
@@ -382,7 +456,9 @@ void Replicator::set_writable(bool writable) {
 // To the outcome ring of its kind: never full, since a lane has no more
 // proposals in flight than a ring holds (see propose()).
 void Replicator::hand_outcome(Lane& lane, const ProposalOutcome& outcome) {
-  SpscRing<ProposalOutcome>& ring = outcome.kind == ProposalKind::counters ? lane.counter_outcomes : lane.outcomes;
+  SpscRing<ProposalOutcome>& ring = outcome.kind == ProposalKind::counters  ? lane.counter_outcomes
+                                    : outcome.kind == ProposalKind::buckets ? lane.bucket_outcomes
+                                                                            : lane.outcomes;
   ProposalOutcome* o = ring.reserve();
   if (o == nullptr) return;
   *o = outcome;
@@ -427,6 +503,13 @@ bool Replicator::take_proposals() {
       lane.counter_proposals.release();
       any = true;
     }
+    while (!free_tokens_.empty()) {
+      const BucketProposal* p = lane.bucket_proposals.front();
+      if (p == nullptr) break;
+      publish_proposal(w, p->token, ProposalKind::buckets, p->id, p->data, p->len);
+      lane.bucket_proposals.release();
+      any = true;
+    }
   }
   return any;
 }
@@ -438,7 +521,7 @@ bool Replicator::settle_publishes(std::vector<JetStreamLog::Outcome>& done) {
   for (const JetStreamLog::Outcome& d : done) {
     const Owner owner = owners_[d.token];
     free_tokens_.push_back(d.token);
-    hand_outcome(*lanes_[owner.worker], ProposalOutcome{owner.token, d.stored, d.sequence, owner.kind});
+    hand_outcome(*lanes_[owner.worker], ProposalOutcome{owner.token, d.stored, d.sequence, owner.kind, d.duplicate});
     (d.stored ? stats_.stored : stats_.given_up).fetch_add(1, std::memory_order_relaxed);
     if (!d.stored) {
       LOG_WARN("cluster: an update was not stored: %s", d.error.c_str());
@@ -457,6 +540,26 @@ bool Replicator::apply_counter_record(uint64_t sequence, const uint8_t* data, si
     stats_.malformed.fetch_add(1, std::memory_order_relaxed);
   } else {
     more = hand_counters_to_owners(sequence, h, counter_calls_);
+    stats_.applied.fetch_add(1, std::memory_order_relaxed);
+    stats_.last_applied_time.store(h.accept_ms / 1000, std::memory_order_relaxed);
+  }
+  stats_.last_applied.store(sequence, std::memory_order_relaxed);
+  return more;
+}
+
+// A bucket record read from the stream: to its owners, or parked (a copy of
+// its bytes) until they have room.
+bool Replicator::apply_bucket_record(uint64_t sequence, const uint8_t* data, size_t len) {
+  BucketRecordHeader h;
+  bool more = true;
+  if (!options_.bucket_owner_of || decode_bucket_record(data, len, h, bucket_calls_) != BucketRecordDecode::ok) {
+    stats_.malformed.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    more = hand_buckets_to_owners(sequence, h, bucket_calls_);
+    if (!more) {
+      parked_buckets_.emplace(ParkedBuckets{sequence, std::vector<uint8_t>(data, data + len)});
+      return false;
+    }
     stats_.applied.fetch_add(1, std::memory_order_relaxed);
     stats_.last_applied_time.store(h.accept_ms / 1000, std::memory_order_relaxed);
   }
@@ -495,8 +598,9 @@ bool Replicator::apply_records(int wait_ms) {
                     (unsigned long long)read_next_, (unsigned long long)(sequence - 1));
         }
         read_next_ = sequence + 1;
-        if (len > 0 && data[0] == kCounterRecordFormat) {
-          const bool handed = apply_counter_record(sequence, data, len);
+        if (len > 0 && (data[0] == kCounterRecordFormat || data[0] == kBucketRecordFormat)) {
+          const bool handed = data[0] == kCounterRecordFormat ? apply_counter_record(sequence, data, len)
+                                                               : apply_bucket_record(sequence, data, len);
           if (handed) stats_.handed.store(sequence, std::memory_order_release);
           return handed;
         }

@@ -23,7 +23,10 @@
 // updates, on rings of their own: propose_counters / next_counter_outcome,
 // and, read from the stream, each record's calls split by
 // options.counter_owner_of, every owner's share handed over together or
-// the whole record parked (next_counters).
+// the whole record parked (next_counters). Rate-limit bucket records
+// (bucket_call_record.h) the same again: propose_buckets /
+// next_bucket_outcome / next_buckets, split by options.bucket_owner_of,
+// which also gives each call its bucket's id on this node.
 //
 // A client's WRITE or DEL is published under an id made of what the client
 // sent (update_message_id): the same learn reaching several nodes (rspamd
@@ -47,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/bucket_call_record.h"
 #include "cluster/counter_record.h"
 #include "cluster/jetstream_log.h"
 #include "cluster/replicated_update.h"
@@ -80,17 +84,22 @@ struct ReplicatorOptions {
   // Counter records (counter_record.h): the worker that applies a call (its
   // counter shard's owner). Unset: counter records are counted malformed.
   std::function<unsigned(const CounterOp&)> counter_owner_of;
+  // Bucket records: the worker that applies a call to the bucket keyed
+  // `key`, whose id on this node it puts in `id`. Unset: bucket records are
+  // counted malformed.
+  std::function<unsigned(std::string_view key, BucketId& id)> bucket_owner_of;
   std::function<void(unsigned)> wake;
 };
 
 // What a proposal carries: a fuzzy update or a request's counter calls.
-enum class ProposalKind : uint8_t { fuzzy = 0, counters = 1 };
+enum class ProposalKind : uint8_t { fuzzy = 0, counters = 1, buckets = 2 };
 
 struct ProposalOutcome {
   uint64_t token = 0;     // the worker's, from propose()
   bool stored = false;
   uint64_t sequence = 0;  // when stored
   ProposalKind kind = ProposalKind::fuzzy;
+  bool duplicate = false;  // stored before, under the same message id
 };
 
 // A worker's share of one counter record: the calls of its own shards, in
@@ -100,6 +109,21 @@ struct AppliedCounters {
   uint64_t accept_ms = 0;
   uint16_t n = 0;
   CounterOp ops[kMaxCounterCalls];
+};
+
+// A worker's share of one bucket record: the calls of its own buckets, in
+// the record's order, each with its bucket's id on this node.
+struct AppliedBucketCall {
+  BucketCall call;  // params.dynamic unset: `dynamic` and `factors` say
+  bool dynamic = false;
+  DynamicFactors factors;
+  uint16_t index = 0;  // in its request
+};
+struct AppliedBuckets {
+  uint64_t sequence = 0;
+  BucketRecordHeader header;  // calls: the whole record's count
+  uint16_t n = 0;
+  AppliedBucketCall calls[kMaxBucketCalls];
 };
 
 struct ReplicatorStats {
@@ -184,8 +208,15 @@ class Replicator {
   // Its outcome comes back through next_counter_outcome().
   bool propose_counters(unsigned w, uint64_t token, const CounterRecordHeader& header, const CounterCall* calls,
                         size_t n, const char* id);
+  // The same for one pass of a request's bucket calls (bucket_call_record.h);
+  // `id` "" for a record any resend would not repeat (a second pass): the
+  // node's own id. False, at once, as propose() (and for calls that do not
+  // make a record).
+  bool propose_buckets(unsigned w, uint64_t token, const BucketRecordHeader& header, const BucketRecordCall* calls,
+                       size_t n, const char* id);
   bool next_outcome(unsigned w, ProposalOutcome& out);
   bool next_counter_outcome(unsigned w, ProposalOutcome& out);
+  bool next_bucket_outcome(unsigned w, ProposalOutcome& out);
   // With options.owner_of: the next record worker `w` applies, in stream
   // order among its own.
   bool next_apply(unsigned w, uint64_t& sequence, ReplicatedUpdate& out);
@@ -194,6 +225,12 @@ class Replicator {
   // release_counters(w).
   const AppliedCounters* next_counters(unsigned w);
   void release_counters(unsigned w);
+  // With options.bucket_owner_of: the same for bucket records.
+  const AppliedBuckets* next_buckets(unsigned w);
+  void release_buckets(unsigned w);
+  // This start's run id (random): what a bucket record's origin is on the
+  // node that proposed it.
+  uint64_t run_id() const { return run_id_; }
   // How many updates one worker may have in flight.
   size_t lane_capacity() const { return options_.max_in_flight; }
   // How many of them may be refreshes: half of what the worker's proposal
@@ -205,6 +242,8 @@ class Replicator {
   bool lane_has_counter_outcomes(unsigned w) const { return !lanes_[w]->counter_outcomes.empty(); }
   bool lane_has_records(unsigned w) const { return !lanes_[w]->applies.empty(); }
   bool lane_has_counters(unsigned w) const { return !lanes_[w]->counter_applies.empty(); }
+  bool lane_has_bucket_outcomes(unsigned w) const { return !lanes_[w]->bucket_outcomes.empty(); }
+  bool lane_has_buckets(unsigned w) const { return !lanes_[w]->bucket_applies.empty(); }
   // Every record up to the returned sequence has been handed to its owners'
   // lanes (acquire). So a worker that reads it, then finds its counter
   // lane empty, has applied every counter record of its shards up to it:
@@ -212,11 +251,13 @@ class Replicator {
   // carries only other records.
   uint64_t handed_through() const { return stats_.handed.load(std::memory_order_acquire); }
   // Worker `w`'s thread: how far its shards have applied the stream, given
-  // the last record it took from its fuzzy lane or (`counters`) its
-  // counter lane: handed_through() once that lane is empty.
-  uint64_t applied_through(unsigned w, uint64_t lane_sequence, bool counters) const {
+  // the last record it took from its lane of `kind`: handed_through() once
+  // that lane is empty.
+  uint64_t applied_through(unsigned w, uint64_t lane_sequence, ProposalKind kind) const {
     const uint64_t handed = handed_through();  // before the lane is looked at
-    const bool empty = counters ? !lane_has_counters(w) : !lane_has_records(w);
+    const bool empty = kind == ProposalKind::counters ? !lane_has_counters(w)
+                       : kind == ProposalKind::buckets ? !lane_has_buckets(w)
+                                                       : !lane_has_records(w);
     return empty ? std::max(lane_sequence, handed) : lane_sequence;
   }
   // Worker `w`'s thread only: its proposals awaiting their outcome.
@@ -244,18 +285,30 @@ class Replicator {
     char id[kMessageIdSize + 1];
     uint8_t data[kMaxCounterRecord];
   };
+  struct BucketProposal {
+    uint64_t token;
+    uint32_t len;
+    char id[kMessageIdSize + 1];
+    uint8_t data[kMaxBucketRecord];
+  };
   struct alignas(64) Lane {
     // Counter records are ~8 times a fuzzy update's size: their rings hold
-    // a quarter as many.
+    // a quarter as many. Bucket records and shares are larger still (16 KB
+    // and 36 KB a slot) and rarer: 1/256 as many.
     Lane(size_t ring, size_t in_flight)
         : proposals(ring), outcomes(in_flight), applies(ring), counter_proposals(std::max<size_t>(ring / 4, 1)),
-          counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)) {}
+          counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)),
+          bucket_proposals(std::max<size_t>(ring / 256, 4)), bucket_outcomes(in_flight),
+          bucket_applies(std::max<size_t>(ring / 256, 4)) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;
     SpscRing<Applied> applies;
     SpscRing<CounterProposal> counter_proposals;
     SpscRing<ProposalOutcome> counter_outcomes;  // apart, so each handler takes only its own
     SpscRing<AppliedCounters> counter_applies;
+    SpscRing<BucketProposal> bucket_proposals;
+    SpscRing<ProposalOutcome> bucket_outcomes;
+    SpscRing<AppliedBuckets> bucket_applies;
     size_t in_flight = 0;
     bool touched = false;  // the replicator's: something was handed over this pass
   };
@@ -276,6 +329,8 @@ class Replicator {
   bool publish_proposal(unsigned w, uint64_t token, ProposalKind kind, const char* id, const uint8_t* data,
                         size_t len);
   bool apply_counter_record(uint64_t sequence, const uint8_t* data, size_t len);
+  bool apply_bucket_record(uint64_t sequence, const uint8_t* data, size_t len);
+  bool hand_buckets_to_owners(uint64_t sequence, const BucketRecordHeader& h, const BucketRecordCall* calls);
   void hand_outcome(Lane& lane, const ProposalOutcome& outcome);
   static bool take_outcome(Lane& lane, SpscRing<ProposalOutcome>& ring, ProposalOutcome& out);
   // Scratch of the reading thread for counter records.
@@ -305,6 +360,15 @@ class Replicator {
     CounterCall calls[kMaxCounterCalls];
   };
   std::optional<ParkedCounters> parked_counters_;  // the same for a counter record
+  // The same for a bucket record: its bytes (the calls' keys point into them).
+  struct ParkedBuckets {
+    uint64_t sequence;
+    std::vector<uint8_t> record;
+  };
+  std::optional<ParkedBuckets> parked_buckets_;
+  BucketRecordCall bucket_calls_[kMaxBucketCalls];  // the reading thread's scratch
+  std::vector<AppliedBuckets*> bucket_slots_;
+  uint64_t run_id_ = 0;
   uint64_t read_retry_ms_ = 0;     // after a failed read: when to restart it
   uint64_t last_record_ms_ = 0;    // when the last record was read (or reading restarted)
   void restart_stalled_read();

@@ -74,9 +74,12 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
       {RecordType::fuzzy, RecordType::counters, RecordType::cluster},
       [&](RecordType type, std::string_view key, std::string_view value) {
         uint32_t slot, shard;
-        bool counter;
-        if (type == RecordType::cluster && position_slot(key, slot, counter, shard) && value.size() == 8 &&
-            (!counter || counter_shards != 0)) {
+        PositionOf of;
+        // Bucket shards' positions travel along but do not count: the
+        // buckets are not in a snapshot (docs/cluster.md, the buckets' catch-up).
+        if (type == RecordType::cluster && position_slot(key, slot, of, shard) && value.size() == 8 &&
+            of != PositionOf::buckets && (of == PositionOf::fuzzy || counter_shards != 0)) {
+          const bool counter = of == PositionOf::counters;
           lowest = std::min(lowest, load_le64(reinterpret_cast<const uint8_t*>(value.data())));
           ++(counter ? counter_positions : positions);
         }

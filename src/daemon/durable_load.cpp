@@ -148,25 +148,28 @@ bool keep_counter_placement(LmdbEnvironment& env, uint64_t& seed, std::string& e
   return keep_placement_seed(env, kCounterSeedKey, seed, error);
 }
 
-bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards,
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards, unsigned bucket_shards,
                             std::vector<uint64_t>& applied, std::vector<uint64_t>& counter_applied,
-                            std::string& error) {
+                            std::vector<uint64_t>& bucket_applied, std::string& error) {
   applied.assign(shards, 0);
   counter_applied.assign(counter_shards, 0);
+  bucket_applied.assign(bucket_shards, 0);
   uint64_t bad = 0;
   const bool ok = env.for_each(
       RecordType::cluster,
       [&](std::string_view key, std::string_view value) {
         uint32_t slot, shard;
-        bool counter;
-        if (!position_slot(key, slot, counter, shard)) return true;  // the seeds
-        std::vector<uint64_t>& to = counter ? counter_applied : applied;
-        if (value.size() != 8 || (!counter && shard >= to.size())) {
+        PositionOf of;
+        if (!position_slot(key, slot, of, shard)) return true;  // the seeds
+        std::vector<uint64_t>& to = of == PositionOf::counters ? counter_applied
+                                    : of == PositionOf::buckets ? bucket_applied
+                                                                : applied;
+        if (value.size() != 8 || (of == PositionOf::fuzzy && shard >= to.size())) {
           ++bad;
           return true;
         }
-        // A node that no longer serves counters keeps their positions on
-        // disk; they say nothing about where its reading starts.
+        // A node that no longer serves counters (or rate limits) keeps their
+        // positions on disk; they say nothing about where its reading starts.
         if (shard < to.size()) to[shard] = decode_le64(value);
         return true;
       },

@@ -33,9 +33,10 @@ bool load_durable_state(const Config& config, LmdbEnvironment& env, FuzzyStore& 
 // stream sequence (0: none), as the last sync stored them with the records
 // (persist/stream_positions.h; FuzzyHandler and CounterHandler write them).
 // False, with the reason, for fuzzy positions that do not fit `shards`.
-bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards,
+// Bucket shards' (`bucket_shards`, 0 without the rate-limit service) the same.
+bool load_cluster_positions(LmdbEnvironment& env, unsigned shards, unsigned counter_shards, unsigned bucket_shards,
                             std::vector<uint64_t>& applied, std::vector<uint64_t>& counter_applied,
-                            std::string& error);
+                            std::vector<uint64_t>& bucket_applied, std::string& error);
 bool keep_shard_placement(LmdbEnvironment& env, KeyHashSecrets& secrets, std::string& error);
 // The same for the counter store's seed (`seed`; drawn when 0 and none is
 // stored): a counter's shard, and so the position that covers it, must

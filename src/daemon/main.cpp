@@ -471,10 +471,12 @@ int stop_and_sync(Engine& engine, Persister& persister, const FuzzyStore& store,
 std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engine& engine,
                                                       const std::atomic<bool>& workers_up,
                                                       LmdbEnvironment& env, std::string& error) {
-  std::vector<uint64_t> positions, counter_positions;
+  std::vector<uint64_t> positions, counter_positions, bucket_positions;
   CounterStore* counters = engine.counter_service() ? &engine.counter_service()->store() : nullptr;
-  if (!load_cluster_positions(env, engine.store().shard_count(), counters ? counters->shard_count() : 0, positions,
-                              counter_positions, error)) {
+  BucketStore* buckets = engine.ratelimit_service() ? &engine.ratelimit_service()->store() : nullptr;
+  if (!load_cluster_positions(env, engine.store().shard_count(), counters ? counters->shard_count() : 0,
+                              buckets ? buckets->shard_count() : 0, positions, counter_positions, bucket_positions,
+                              error)) {
     return nullptr;
   }
   uint64_t lowest = UINT64_MAX, highest = 0;
@@ -484,10 +486,21 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
       highest = std::max(highest, p);
     }
   }
+  // A bucket shard without a position on a node whose other shards have
+  // them (the rate-limit service newly configured, or a node bootstrapped
+  // from a snapshot, which holds no buckets) starts empty where the others
+  // are, rather than asking for the stream from its start.
+  for (const uint64_t p : bucket_positions) {
+    if (p == 0 && highest != 0) continue;
+    lowest = std::min(lowest, p);
+    highest = std::max(highest, p);
+  }
   engine.set_cluster_positions(positions);
   engine.set_counter_positions(counter_positions);
+  engine.set_bucket_positions(bucket_positions);
   if (highest != 0) {
-    LOG_INFO("cluster: stream positions of %zu shards loaded: %llu to %llu", positions.size() + counter_positions.size(),
+    LOG_INFO("cluster: stream positions of %zu shards loaded: %llu to %llu",
+             positions.size() + counter_positions.size() + bucket_positions.size(),
              (unsigned long long)lowest, (unsigned long long)highest);
   }
   cluster::ReplicatorOptions o;
@@ -521,6 +534,16 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
                   std::to_string(config.counters_ten_minute_periods) + " x 10 min and " +
                   std::to_string(config.counters_daily_periods) + " days, " +
                   std::to_string(counters->shard_count()) + " counter shards";
+  }
+  if (buckets != nullptr) {
+    o.bucket_owner_of = [&engine, buckets](std::string_view key, BucketId& id) {
+      id = buckets->id_of(key.data(), key.size());
+      return engine.shards().owner_of(buckets->shard_of(id));
+    };
+    // Rules, factors and leases are compared by what they make: every
+    // record carries its calls' parameters by value.
+    o.settings += ", ratelimit_service_max_buckets " + std::to_string(config.ratelimit_service_max_buckets) + ", " +
+                  std::to_string(buckets->shard_count()) + " bucket shards";
   }
   o.wake = [&engine, &workers_up](unsigned w) {
     if (workers_up.load(std::memory_order_acquire) && w < engine.worker_count()) {

@@ -238,7 +238,7 @@ void CounterHandler::report_positions() {
   // with the lane empty, so is every one the replicator handed out (it
   // says how far, before the lane is looked at): a shard's position moves
   // on while the stream carries only other records.
-  const uint64_t through = link_.cluster->applied_through(link_.self, lane_sequence_, true);
+  const uint64_t through = link_.cluster->applied_through(link_.self, lane_sequence_, cluster::ProposalKind::counters);
   for (unsigned shard = 0; shard < store_.shard_count(); ++shard) {
     if (!link_.shards.owns(link_.self, shard) || applied_[shard] >= through) continue;
     applied_[shard] = through;

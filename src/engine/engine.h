@@ -65,6 +65,9 @@ class Engine {
   // The same for each counter shard.
   void set_counter_positions(std::vector<uint64_t> p) { counter_positions_ = std::move(p); }
   const std::vector<uint64_t>& counter_positions() const { return counter_positions_; }
+  // And for each rate-limit bucket shard.
+  void set_bucket_positions(std::vector<uint64_t> p) { bucket_positions_ = std::move(p); }
+  const std::vector<uint64_t>& bucket_positions() const { return bucket_positions_; }
   // Asks every worker to stop and waits up to `limit` for them. Returns the
   // workers still running then (a stuck worker): they are left running, so
   // the engine must not be destroyed; the caller syncs what the others
@@ -127,6 +130,7 @@ class Engine {
   cluster::Replicator* replicator_ = nullptr;
   std::vector<uint64_t> cluster_positions_;
   std::vector<uint64_t> counter_positions_;
+  std::vector<uint64_t> bucket_positions_;
   std::vector<std::unique_ptr<ChangeFeed>> feeds_;  // declared first: outlive the workers
   std::vector<std::unique_ptr<Worker>> workers_;
   std::string io_name_;

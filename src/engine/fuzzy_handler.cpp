@@ -230,7 +230,7 @@ void FuzzyHandler::report_positions(uint64_t epoch) {
   // (it says how far, before the lane is looked at) is applied: the
   // positions move on while the stream carries only other records (counter
   // records, or other workers' digests), and a restart need not read them.
-  const uint64_t through = link_.cluster->applied_through(link_.self, lane_sequence_, false);
+  const uint64_t through = link_.cluster->applied_through(link_.self, lane_sequence_, cluster::ProposalKind::fuzzy);
   for (unsigned shard = 0; shard < applied_.size(); ++shard) {
     if (applied_[shard] >= through || link_.shards.owner_of(shard) != link_.self) continue;
     applied_[shard] = through;

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cluster/replicator.h"
 #include "engine/replay_guard.h"
 #include "persist/change_feed.h"
+#include "persist/stream_positions.h"
 
 namespace shingled {
 
@@ -35,8 +37,9 @@ BucketResult fail_open() {
 }  // namespace
 
 RatelimitHandler::RatelimitHandler(RatelimitService& service, uint8_t service_id,
-                                   const WorkerLink& link)
+                                   const WorkerLink& link, const std::vector<uint64_t>& positions)
     : service_(service),
+      id_(service_id),
       link_(link),
       stats_(link.ctx.stats),
       router_(*this, service_id, link.self, link.shards.workers(), link.outbox,
@@ -46,7 +49,10 @@ RatelimitHandler::RatelimitHandler(RatelimitService& service, uint8_t service_id
               kPendingRequests, kTimeoutMs),
       cache_(kCacheEntries, kReplyBuffer, kCacheTtlMs),
       pending_(kPendingRequests),
-      sweep_(link.shards, link.self, service.store().shard_count()) {}
+      sweep_(link.shards, link.self, service.store().shard_count()),
+      applied_(positions) {
+  applied_.resize(service.store().shard_count(), 0);
+}
 
 void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   const int64_t now = int64_t(clock.monotonic_ms());  // timers and the reply cache
@@ -101,10 +107,20 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   pc.id = request_.id;
   pc.seal = seal;
   pc.raw.assign(data, data + len);
+  pc.replicated = pc.not_stored = pc.results_in = false;
+  pc.delivered = 0;
   build_calls(pc);
   scratch_calls_.clear();
   for (size_t i = 0; i < pc.calls.size(); ++i) scratch_calls_.push_back(uint16_t(i));
-  route(pc, scratch_calls_, true);
+  if (link_.cluster != nullptr && cached_request) {
+    // Through the stream: the results come from this node's apply of it.
+    if (!propose_pass(pc, slot, cluster::kBucketFirstPass, scratch_calls_, &p)) {
+      pc.not_stored = true;
+      for (Call& c : pc.calls) c.result = fail_open();
+    }
+  } else {
+    route(pc, scratch_calls_, true);
+  }
   router_.end_pass();  // finishes at once when every call was this core's
 }
 
@@ -120,8 +136,16 @@ bool RatelimitHandler::changes_state(const ratelimit::Request& r) {
   return false;
 }
 
+void RatelimitHandler::keep_key(Pending& pc, Call& c, const void* key, size_t len) {
+  if (link_.cluster == nullptr) return;  // only a stream record needs it
+  c.key_at = uint32_t(pc.keys.size());
+  c.key_len = uint8_t(std::min<size_t>(len, cluster::kMaxBucketKey));
+  pc.keys.append(static_cast<const char*>(key), c.key_len);
+}
+
 void RatelimitHandler::build_calls(Pending& pc) {
   pc.calls.clear();
+  pc.keys.clear();
   const BucketStore& store = service_.store();
   if (request_.kind == ratelimit::kBucket) {
     for (uint8_t i = 0; i < request_.n; ++i) {
@@ -132,6 +156,7 @@ void RatelimitHandler::build_calls(Pending& pc) {
       c.call.cost = item.cost;
       c.call.op = RatelimitService::item_op(item.op);
       c.message = i;
+      keep_key(pc, c, item.key.data(), item.key.size());
     }
     stats_.ratelimit_bucket_calls.add(request_.n);
     return;
@@ -159,6 +184,7 @@ void RatelimitHandler::build_calls(Pending& pc) {
       c.call.outcome = outcome;
       c.message = m;
       c.meta = BucketMeta{d.family, d.rcpt_index};
+      keep_key(pc, c, d.key, d.key_len);
     }
   }
   pc.first_call[request_.n] = uint16_t(pc.calls.size());
@@ -196,6 +222,7 @@ void RatelimitHandler::build_keyed_calls(Pending& pc) {
       c.call.at_ms = at;
       c.message = m;
       c.meta = BucketMeta{RateFamily(0), b};  // the reply names the bucket by its index
+      keep_key(pc, c, spec.key.data(), spec.key.size());
     }
   }
   pc.first_call[request_.n] = uint16_t(pc.calls.size());
@@ -232,7 +259,14 @@ void RatelimitHandler::execute_owned(const BucketCall* calls, size_t n, BucketRe
 
 void RatelimitHandler::deliver(uint16_t slot, uint16_t index, const BucketResult& r) {
   Pending& pc = pending_[slot];
-  if (index < pc.calls.size()) pc.calls[index].result = r;
+  if (index >= pc.calls.size()) return;
+  pc.calls[index].result = r;
+  // A first pass through the stream: every call's result comes back once,
+  // from the owners' apply; the last one releases the slot's hold for them.
+  if (pc.replicated && !pc.results_in && ++pc.delivered == pc.calls.size()) {
+    pc.results_in = true;
+    router_.release(slot);
+  }
 }
 
 // Every first-pass result is in: each message's verdict, then its second
@@ -295,7 +329,11 @@ void RatelimitHandler::second_pass(uint16_t slot) {
       which.push_back(uint16_t(from + i));
     }
   }
-  if (!which.empty()) {
+  if (!which.empty() && link_.cluster != nullptr && pc.cached) {
+    // A first pass that went through the stream has its second there too;
+    // one that did not reserved nothing.
+    if (pc.replicated && !pc.not_stored) propose_pass(pc, slot, cluster::kBucketSecondPass, which, nullptr);
+  } else if (!which.empty()) {
     router_.begin_pass(slot, false);
     route(pc, which, false);
     router_.end_pass();
@@ -370,6 +408,167 @@ void RatelimitHandler::execute(const InboxMessage& m, const LoopClock& now) {
   if (router_.handles(m)) router_.execute(m);
 }
 
+bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, const std::vector<uint16_t>& which,
+                                    const RxPacket* p) {
+  const bool first = pass == cluster::kBucketFirstPass;
+  if (which.size() > cluster::kMaxBucketCalls) {
+    stats_.ratelimit_cluster_too_large.add();
+    return false;
+  }
+  // Refused at once when persistence is behind (the records this node must
+  // apply wait in the stream, not in memory) or the stream has no leader.
+  if (persistence_behind()) {
+    stats_.write_deferred.add();
+    return false;
+  }
+  if (!link_.cluster->writable()) {
+    stats_.cluster_unavailable.add();
+    return false;
+  }
+  record_calls_.resize(which.size());
+  for (size_t k = 0; k < which.size(); ++k) {
+    const Call& c = pc.calls[which[k]];
+    cluster::BucketRecordCall& r = record_calls_[k];
+    r.call = c.call;
+    r.call.params.dynamic = nullptr;
+    r.dynamic = c.call.params.dynamic != nullptr;
+    if (r.dynamic) r.factors = *c.call.params.dynamic;
+    r.key = std::string_view(pc.keys.data() + c.key_at, c.key_len);
+    r.index = which[k];
+  }
+  cluster::BucketRecordHeader h;
+  h.pass = pass;
+  h.calls = uint16_t(which.size());
+  h.worker = uint16_t(link_.self);
+  h.slot = slot;
+  h.generation = router_.generation(slot);
+  h.accept_ms = uint64_t(std::max<int64_t>(now_ms_, 0));
+  h.origin = link_.cluster->run_id();
+  // A first pass under an id made of what the client sent (a resend is
+  // stored once); a second under the node's own.
+  char id[cluster::kMessageIdSize + 1] = "";
+  if (first) {
+    const PeerKey source = peer_key(p->peer);
+    cluster::counter_message_id(source.bytes, sizeof source.bytes, p->data, p->len, id);
+    id[0] = 'b';
+  }
+  const uint64_t token = first ? token_of(slot, h.generation) : kUnawaited;
+  if (!link_.cluster->propose_buckets(link_.self, token, h, record_calls_.data(), which.size(), id)) {
+    stats_.cluster_refused.add();
+    return false;
+  }
+  if (!first) return true;
+  stats_.ratelimit_cluster_proposed.add();
+  pc.replicated = true;
+  router_.hold(slot);  // the outcome's: released by settle_outcome()
+  router_.hold(slot);  // the results': released by deliver() once all are in
+  return true;
+}
+
+void RatelimitHandler::settle_outcome(const cluster::ProposalOutcome& o) {
+  if (o.token & kUnawaited) return;  // a second pass's
+  const uint16_t slot = uint16_t(o.token & 0xffff);
+  if (slot >= pending_.size() || !router_.in_use(slot) || token_of(slot, router_.generation(slot)) != o.token) {
+    return;  // timed out meanwhile: its client retries
+  }
+  Pending& pc = pending_[slot];
+  // Not stored: no result will come (unless the stream stored it after all
+  // and some already came: then the rest will too).
+  if (!o.stored && !pc.results_in && pc.delivered == 0) {
+    pc.not_stored = true;
+    pc.results_in = true;
+    for (Call& c : pc.calls) c.result = fail_open();
+    router_.release(slot);
+  }
+  router_.release(slot);
+}
+
+bool RatelimitHandler::poll(const LoopClock& now) {
+  if (link_.cluster == nullptr) return false;
+  now_ms_ = now.unix_ms;
+  bool any = false;
+  cluster::ProposalOutcome o;
+  for (unsigned k = 0; k < kMaxBurst && link_.cluster->next_bucket_outcome(link_.self, o); ++k) {
+    any = true;
+    settle_outcome(o);
+  }
+  if (reporting_ || persistence_behind()) return any;
+  for (unsigned k = 0; k < kMaxBurst; ++k) {
+    const cluster::AppliedBuckets* a = link_.cluster->next_buckets(link_.self);
+    if (a == nullptr) break;
+    any = true;
+    apply_replicated(*a);
+    link_.cluster->release_buckets(link_.self);
+  }
+  return any;
+}
+
+// This worker's share of one bucket record, applied with the record's time
+// (or a call's client time); on the node that took the request, each
+// result goes back to the request's slot.
+void RatelimitHandler::apply_replicated(const cluster::AppliedBuckets& a) {
+  using Reply = FanoutReply<BucketResult>;
+  lane_sequence_ = std::max(lane_sequence_, a.sequence);
+  stats_.ratelimit_cluster_applied.add();
+  const bool answer = a.header.pass == cluster::kBucketFirstPass && a.header.origin == link_.cluster->run_id() &&
+                      a.header.worker < link_.shards.workers();
+  InboxMessage back;
+  Reply& r = back.emplace<Reply>(id_, kFanoutReplyKind);
+  r.slot = a.header.slot;
+  r.generation = a.header.generation;
+  r.last = false;  // the origin counts the results itself (deliver())
+  auto send = [&] {
+    if (a.header.worker == link_.self) {
+      router_.execute(back);
+    } else if (!link_.outbox.send(a.header.worker, back)) {
+      stats_.ratelimit_parts_lost.add();  // the origin times out: its client retries
+    }
+    r.count = 0;
+  };
+  BucketStore& store = service_.store();
+  for (uint16_t i = 0; i < a.n; ++i) {
+    const cluster::AppliedBucketCall& c = a.calls[i];
+    BucketResult result = fail_open();
+    const unsigned shard = store.shard_of(c.call.id);
+    if (a.sequence > applied_[shard]) {  // a shard skips what the database had at start
+      BucketCall call = c.call;
+      bool dropped = false;
+      call.params.dynamic = c.dynamic ? service_.replicated_factors(c.factors, dropped, replicated_hint_) : nullptr;
+      if (dropped) stats_.ratelimit_factor_sets_full.add();
+      const int64_t at = call.at_ms != 0 ? call.at_ms : int64_t(a.header.accept_ms);
+      result = store.table(shard).apply(call, at);
+      if (result.evicted) stats_.ratelimit_buckets_evicted.add();
+    }
+    if (!answer) continue;
+    r.index[r.count] = c.index;
+    r.results[r.count++] = result;
+    if (r.count == Reply::kCapacity) send();
+  }
+  if (answer && r.count != 0) send();
+}
+
+bool RatelimitHandler::has_work() const {
+  if (link_.cluster == nullptr) return false;
+  return link_.cluster->lane_has_bucket_outcomes(link_.self) ||
+         (link_.cluster->lane_has_buckets(link_.self) && !reporting_ && !persistence_behind());
+}
+
+bool RatelimitHandler::persistence_behind() const {
+  return link_.ctx.changes != nullptr && link_.ctx.changes->backed_up();
+}
+
+void RatelimitHandler::report_positions() {
+  // As CounterHandler::report_positions(): with the lane empty, every
+  // record the replicator handed out is applied.
+  const uint64_t through =
+      link_.cluster->applied_through(link_.self, lane_sequence_, cluster::ProposalKind::buckets);
+  for (unsigned shard = 0; shard < service_.store().shard_count(); ++shard) {
+    if (!link_.shards.owns(link_.self, shard) || applied_[shard] >= through) continue;
+    applied_[shard] = through;
+    push_stream_position(*link_.feed, kBucketPositionSlot + shard, through);
+  }
+}
+
 bool RatelimitHandler::report_changes(uint64_t epoch, size_t budget, const LoopClock& now) {
   (void)now;
   if (epoch == 0 || link_.feed == nullptr) return true;
@@ -383,6 +582,14 @@ bool RatelimitHandler::report_changes(uint64_t epoch, size_t budget, const LoopC
     if (starting) table.begin_report();
     budget -= table.report(*link_.feed, budget);
     done &= table.report_done();
+  }
+  if (link_.cluster == nullptr) return done;
+  // As for counters: no record applied until the report ends, and the
+  // positions then follow the shards' changes, before the sync's marker.
+  reporting_ = !done;
+  if (done && positions_epoch_ != epoch) {
+    positions_epoch_ = epoch;
+    report_positions();
   }
   return done;
 }

@@ -31,7 +31,7 @@ const std::vector<ServiceRow>& service_rows() {
          return e.ratelimit_service() ? &e.config().ratelimit_service_bind_sockets : nullptr;
        },
        [](Engine& e, uint8_t id, const WorkerLink& link) -> Handler {
-         return std::make_unique<RatelimitHandler>(*e.ratelimit_service(), id, link);
+         return std::make_unique<RatelimitHandler>(*e.ratelimit_service(), id, link, e.bucket_positions());
        }},
   };
   return rows;

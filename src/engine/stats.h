@@ -114,6 +114,9 @@ class Counter {
   X(ratelimit_pending_full, "rate-limit requests dropped: too many awaiting other cores")   \
   X(ratelimit_timeouts, "rate-limit requests dropped: another core did not answer in 1 s")  \
   X(ratelimit_buckets_expired, "buckets removed once drained or past expire (sweep)")       \
+  X(ratelimit_cluster_proposed, "rate-limit requests whose bucket calls went to the cluster's stream") \
+  X(ratelimit_cluster_applied, "bucket records (this worker's share) applied from the stream")     \
+  X(ratelimit_cluster_too_large, "rate-limit requests with more bucket calls than a stream record holds (not stored)") \
   X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_service_max_buckets reached") \
   X(loop_iterations, "worker loop iterations")                                              \
   X(busy_ns, "time in loop passes that had packets or inbox messages, ns (a polling core's real load)") \

@@ -2,7 +2,8 @@
 // (docs/cluster.md, "Catch-up"): `cluster` records keyed by a 4-byte
 // big-endian slot (BlobPending), each an LE64 stream sequence. A fuzzy
 // shard's slot is its number; a counter shard's is kCounterPositionSlot
-// plus its number, so the two never meet whatever the shard counts.
+// plus its number, a bucket shard's kBucketPositionSlot plus its number, so
+// they never meet whatever the shard counts.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +19,18 @@
 namespace shingled {
 
 inline constexpr uint32_t kCounterPositionSlot = 0x40000000;
+inline constexpr uint32_t kBucketPositionSlot = 0x60000000;
+
+enum class PositionOf : uint8_t { fuzzy, counters, buckets };
 
 // Which position a `cluster` record's key names: false for the records
 // that are not a position (their keys are names longer than a slot).
-inline bool position_slot(std::string_view key, uint32_t& slot, bool& counter_shard, uint32_t& shard) {
+inline bool position_slot(std::string_view key, uint32_t& slot, PositionOf& of, uint32_t& shard) {
   if (!BlobPending::slot_of(key, slot)) return false;
-  counter_shard = slot >= kCounterPositionSlot;
-  shard = counter_shard ? slot - kCounterPositionSlot : slot;
+  of = slot >= kBucketPositionSlot    ? PositionOf::buckets
+       : slot >= kCounterPositionSlot ? PositionOf::counters
+                                      : PositionOf::fuzzy;
+  shard = slot - (of == PositionOf::buckets ? kBucketPositionSlot : of == PositionOf::counters ? kCounterPositionSlot : 0);
   return true;
 }
 

@@ -11,8 +11,9 @@
 #                           $NODE_EXPIRE, default 90s; snapshot_period
 #                           $NODE_SNAPSHOT_PERIOD, default 0: the tests take
 #                           the snapshots they want; with NODE_COUNTERS=1 the
-#                           counter service on counter_port[NAME]); waits for
-#                           its socket
+#                           counter service on counter_port[NAME], with
+#                           NODE_RATELIMIT=1 the rate-limit service on
+#                           rl_port[NAME]); waits for its socket
 #   applied NAME / until_applied NAME COUNT     stream records the node applied
 #   expect_right TEST NODE FIRST STORED COUNT   shingle-load's CHECK verifier
 #   verdict JSON            "wrong lost answered" of a shingle-load report
@@ -34,6 +35,7 @@ declare -a nats_pid=("" "" "")
 declare -A node_pid=()
 declare -A udp_port=()
 declare -A counter_port=()
+declare -A rl_port=()
 declare -A node_netns=()
 NATS_HOST=${NATS_HOST:-127.0.0.1}
 CLUSTER_NETNS=${CLUSTER_NETNS:-}
@@ -62,7 +64,7 @@ cluster_init() {
   tmp=$(mktemp -d)
   trap cluster_cleanup EXIT
   local names=("$@")
-  read -r -a nats_ports <<<"$(python3 "$here/free_ports.py" $((6 + 2 * ${#names[@]})))"
+  read -r -a nats_ports <<<"$(python3 "$here/free_ports.py" $((6 + 3 * ${#names[@]})))"
   local h=$NATS_HOST
   routes="nats-route://$h:${nats_ports[3]},nats-route://$h:${nats_ports[4]},nats-route://$h:${nats_ports[5]}"
   servers="nats://$h:${nats_ports[0]},nats://$h:${nats_ports[1]},nats://$h:${nats_ports[2]}"
@@ -70,6 +72,7 @@ cluster_init() {
   for n in "${names[@]}"; do
     udp_port[$n]=${nats_ports[$k]}
     counter_port[$n]=${nats_ports[$((k + ${#names[@]}))]}
+    rl_port[$n]=${nats_ports[$((k + 2 * ${#names[@]}))]}
     k=$((k + 1))
   done
 }
@@ -108,7 +111,7 @@ start_node() {  # name [max_hashes] [extra config lines]
   cat >"$tmp/$n/shingled.conf" <<CONF
 bind_socket = "127.0.0.1:${udp_port[$n]}";
 counters_bind_socket = $([ -n "${NODE_COUNTERS:-}" ] && echo "\"127.0.0.1:${counter_port[$n]}\"" || echo "[]");
-ratelimit_service_bind_socket = [];
+ratelimit_service_bind_socket = $([ -n "${NODE_RATELIMIT:-}" ] && echo "\"127.0.0.1:${rl_port[$n]}\"" || echo "[]");
 max_hashes = ${2:-1000000};
 expire = ${NODE_EXPIRE:-90s};
 workers = 2;

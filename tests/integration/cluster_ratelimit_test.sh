@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Rate-limit buckets in a cluster (docs/cluster.md, the buckets' build):
+# three nodes, each serving rate limits, on a three-server NATS JetStream
+# cluster started here on private loopback ports.
+#  - two clients limited by one bucket through two different nodes, at
+#    once, are admitted exactly `burst` times between them (every replica
+#    applies the same calls in the same stream order, and each answer is
+#    the one the accepting node's own apply computed);
+#  - the same for rspamd-shaped messages (kind 3: reserve, then commit or
+#    release as a second record);
+#  - every node then reads the same levels;
+#  - a node killed with -9 after a sync, while the others go on deciding,
+#    reads exactly the replicated levels after its restart: nothing applied
+#    twice (the bucket shards' stored stream positions), nothing missed;
+#  - with no stream leader a change is answered at once as not stored (the
+#    message passes), and peeks go on.
+# Usage: cluster_ratelimit_test.sh --build BUILD_DIR
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib_check.sh"
+parse_build_arg "$@"
+. "$here/lib_cluster.sh"
+rl="$here/ratelimit_udp.py"
+export NODE_RATELIMIT=1
+
+cluster_init a b c
+for i in 0 1 2; do start_nats "$i"; done
+ready=$(nats_ready) && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$ready"; finish; exit; }
+for n in a b c; do
+  start_node "$n" >"$tmp/start.out" && pass "node_${n}_started" || fail "node_${n}_started" "$(cat "$tmp/start.out")"
+done
+
+# expect_level NAME KEY BURST WANT [NODES]: every node's peek reads WANT
+# within 10 s.
+expect_level() {
+  local name=$1 key=$2 burst=$3 want=$4 nodes=${5:-a b c} n got=""
+  for n in $nodes; do
+    for _ in $(seq 100); do
+      got=$(python3 "$rl" peek "${rl_port[$n]}" "$key" "$burst" 0)
+      [ "$got" = "$want" ] && break
+      sleep 0.1
+    done
+    [ "$got" = "$want" ] || { fail "$name" "node $n reads level '$got', want '$want'"; return; }
+  done
+  pass "$name"
+}
+# at_once WHAT KEY BURST COUNT NODE NODE: COUNT calls of ratelimit_udp.py's
+# WHAT through each of the two nodes at the same time; prints the sums of
+# the two clients' tallies: "allowed limited other" (other: not stored or
+# unanswered), then each client's own.
+at_once() {
+  local what=$1 key=$2 burst=$3 count=$4 p1 p2
+  python3 "$rl" "$what" "${rl_port[$5]}" "$key" "$burst" 0 "$count" >"$tmp/1.out" &
+  p1=$!
+  python3 "$rl" "$what" "${rl_port[$6]}" "$key" "$burst" 0 "$count" >"$tmp/2.out" &
+  p2=$!
+  wait "$p1"
+  wait "$p2"
+  cat "$tmp/1.out" "$tmp/2.out" | awk '{a += $1; l += $2; o += $3 + $4} END {printf "%d %d %d", a, l, o}'
+  echo " ($5: $(cat "$tmp/1.out"), $6: $(cat "$tmp/2.out"))"
+}
+
+# One bucket, burst 50 (never drains), 40 calls through node a and 40
+# through node b at once.
+got=$(at_once bucket shared 50 40 a b)
+[ "${got%% (*}" = "50 30 0" ] &&
+  pass "one bucket through two nodes at once admits exactly its burst (50 of 80)" ||
+  fail "one bucket through two nodes at once admits exactly its burst (50 of 80)" "allowed, limited, other: $got"
+expect_level "every node reads the shared bucket's level (50)" shared 50 50
+
+# rspamd-shaped messages: a reservation, then its commit as a second record.
+got=$(at_once message msgs 20 15 b c)
+[ "${got%% (*}" = "20 10 0" ] &&
+  pass "messages through two nodes at once: exactly the bucket's burst accepted (20 of 30)" ||
+  fail "messages through two nodes at once: exactly the bucket's burst accepted (20 of 30)" "accepted, limited, other: $got"
+expect_level "every node reads the messages' bucket committed (20, no reservation left)" msgs 20 20
+
+proposed=$(total_figure a ratelimit_cluster_proposed)
+[ "$proposed" = 40 ] && pass "node a proposed its 40 requests to the stream" ||
+  fail "node a proposed its 40 requests to the stream" "ratelimit_cluster_proposed = $proposed"
+
+# Catch-up: 10 through a, a sync on a, 5 through b, kill -9 of a, 5 through
+# c, a restarted: 20 on every node, none applied twice or missed.
+check "10 calls through node a" test "$(python3 "$rl" bucket "${rl_port[a]}" replay 100 0 10)" = "10 0 0 0"
+expect_level "every node reads 10" replay 100 10
+check "node a synced" "$ctl" --socket "$tmp/a/ctl.sock" sync
+check "5 calls through node b" test "$(python3 "$rl" bucket "${rl_port[b]}" replay 100 0 5)" = "5 0 0 0"
+expect_level "node a reads 15 before its kill" replay 100 15 a
+kill -9 "${node_pid[a]}" && wait "${node_pid[a]}" 2>/dev/null
+check "5 calls through node c while node a is down" test "$(python3 "$rl" bucket "${rl_port[c]}" replay 100 0 5)" = "5 0 0 0"
+start_node a >"$tmp/start.out" && pass "node a restarted after kill -9" || fail "node a restarted after kill -9" "$(cat "$tmp/start.out")"
+expect_level "node a, restarted, reads exactly 20 (its synced 10, 10 replayed once)" replay 100 20
+expect_level "and still the shared bucket's 50" shared 50 50 a
+
+# No leader: two of the three NATS servers gone.
+stop_nats 1
+stop_nats 2
+for _ in $(seq 200); do
+  [ "$(cluster_figure b writable)" = 0 ] && break
+  sleep 0.1
+done
+start=$(date +%s%N)
+got=$(python3 "$rl" bucket "${rl_port[b]}" leaderless 10 0 1)
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$got" = "0 0 1 0" ] && [ "$ms" -lt 900 ] &&
+  pass "with no stream leader a change is answered at once as not stored (${ms} ms)" ||
+  fail "with no stream leader a change is answered at once as not stored" "got '$got' in ${ms} ms"
+check "peeks go on without a leader" test "$(python3 "$rl" peek "${rl_port[b]}" shared 50 0)" = 50
+
+finish

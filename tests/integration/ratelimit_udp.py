@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""A small rate-limit client for the cluster tests (protocol:
+include/shingled/ratelimit_wire.h). One request at a time, each resent as
+the very same datagram when no answer comes within a second (as rspamd's
+UDP client does), up to five times.
+
+  ratelimit_udp.py bucket PORT KEY BURST LEAK COUNT   COUNT check-and-update
+      calls of cost 1 on one bucket (kind 2); prints "allowed limited
+      not_stored unanswered"
+  ratelimit_udp.py peek PORT KEY BURST LEAK           the bucket's level now
+      (kind 2, peek); prints it
+  ratelimit_udp.py message PORT KEY BURST RATE COUNT  COUNT one-shot messages
+      (kind 3) with one bucket each (rspamd's arithmetic: reserve, then
+      commit or release); prints "accepted limited not_stored unanswered"
+"""
+import os
+import socket
+import struct
+import sys
+
+MAGIC = b"shrl"
+
+
+def request(kind, body, n):
+    rid = struct.unpack("<Q", os.urandom(8))[0]
+    return rid, MAGIC + bytes([1, kind, n, 0]) + struct.pack("<Q", rid) + body
+
+
+def exchange(sock, port, rid, datagram):
+    for _ in range(5):
+        sock.sendto(datagram, ("127.0.0.1", port))
+        try:
+            while True:
+                reply, _ = sock.recvfrom(4096)
+                if len(reply) >= 16 and reply[:4] == MAGIC and struct.unpack("<Q", reply[8:16])[0] == rid:
+                    return reply
+        except socket.timeout:
+            continue
+    return None
+
+
+def bucket_item(op, key, burst, leak):
+    k = key.encode()
+    return bytes([op, len(k), 0, 0, 0, 0, 0, 0]) + struct.pack("<ddd", burst, leak, 1.0) + k
+
+
+def main():
+    what, port = sys.argv[1], int(sys.argv[2])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(1.0)
+    if what == "peek":
+        key, burst, leak = sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+        rid, d = request(2, bucket_item(4, key, burst, leak), 1)
+        reply = exchange(sock, port, rid, d)
+        if reply is None or len(reply) != 16 + 24:
+            print("unanswered")
+            return 1
+        print("%g" % struct.unpack("<d", reply[24:32])[0])
+        return 0
+    key, burst, rate, count = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+    tally = [0, 0, 0, 0]  # allowed/accepted, limited, not stored, unanswered
+    for _ in range(count):
+        if what == "bucket":
+            rid, d = request(2, bucket_item(3, key, burst, rate), 1)
+        else:
+            k = key.encode()
+            item = bytes([1, 0, 1, 0, 0, 0, 0, 0]) + struct.pack("<Qq", 0, 0)
+            spec = bytes([len(k), 0]) + struct.pack("<HIdd", 1, 0, burst, rate) + k
+            rid, d = request(3, item + spec, 1)
+        reply = exchange(sock, port, rid, d)
+        if reply is None or len(reply) < 17 or reply[7] != 0:
+            tally[3] += 1
+        elif what == "bucket":
+            status = reply[16]
+            tally[min(status, 2)] += 1
+        else:
+            verdict, flags = reply[16], reply[17]
+            tally[2 if flags & 1 else 1 if verdict == 1 else 0] += 1
+    print(" ".join(str(t) for t in tally))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

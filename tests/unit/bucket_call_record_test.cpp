@@ -1,0 +1,200 @@
+// Rate-limit bucket calls on the cluster's stream: a record round-trips
+// field for field (keys, parameters and factors by value, where the
+// answers go), and every way a record can be wrong is refused by reason,
+// so a bad publisher cannot make a replica apply what no client sent (or
+// a number the bucket arithmetic could not take).
+#include "cluster/bucket_call_record.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/little_endian.h"
+
+namespace shingled::cluster {
+namespace {
+
+BucketRecordCall call(std::string_view key, BucketOp op, uint16_t index, bool dynamic) {
+  BucketRecordCall c;
+  c.key = key;
+  c.index = index;
+  c.call.op = op;
+  c.call.outcome = MessageOutcome::spam;
+  c.call.cost = 3;
+  c.call.at_ms = dynamic ? 1'795'000'000'999 : 0;
+  c.call.params.burst = 100;
+  c.call.params.rate_per_ms = 0.0125;
+  c.call.params.arithmetic = BucketArithmetic::rspamd;
+  c.call.params.expire_s = 3600;
+  c.call.params.pending_lease_ms = 60'000;
+  c.dynamic = dynamic;
+  if (dynamic) c.factors = DynamicFactors{0.9, 0.8, 1.1, 1.2, 4, 8};
+  return c;
+}
+
+BucketRecordHeader header(uint8_t pass = kBucketFirstPass) {
+  BucketRecordHeader h;
+  h.pass = pass;
+  h.worker = 3;
+  h.slot = 255;
+  h.generation = 0xdeadbeef;
+  h.accept_ms = 1'795'000'000'123;
+  h.origin = 0xfeedface12345678ull;
+  return h;
+}
+
+std::vector<uint8_t> encoded(const std::vector<BucketRecordCall>& calls, const BucketRecordHeader& h = header()) {
+  std::vector<uint8_t> out(kMaxBucketRecord);
+  out.resize(encode_bucket_record(h, calls.data(), calls.size(), out.data()));
+  return out;
+}
+
+BucketRecordDecode decode(const std::vector<uint8_t>& bytes) {
+  BucketRecordHeader h;
+  static BucketRecordCall back[kMaxBucketCalls];
+  return decode_bucket_record(bytes.data(), bytes.size(), h, back);
+}
+
+TEST(BucketCallRecord, a_record_round_trips_field_for_field) {
+  const std::vector<BucketRecordCall> calls = {call("RLabc", BucketOp::reserve, 0, true),
+                                               call("1000:bob@example.net", BucketOp::commit, 1023, false)};
+  const std::vector<uint8_t> bytes = encoded(calls);
+  ASSERT_EQ(bytes.size(), kBucketRecordHeader + 2 * kBucketCallFixed + kBucketFactorsSize + 5 + 20);
+  BucketRecordHeader h;
+  std::vector<BucketRecordCall> back(kMaxBucketCalls);
+  ASSERT_EQ(decode_bucket_record(bytes.data(), bytes.size(), h, back.data()), BucketRecordDecode::ok);
+  EXPECT_EQ(h.pass, kBucketFirstPass);
+  EXPECT_EQ(h.calls, 2u);
+  EXPECT_EQ(h.worker, 3u);
+  EXPECT_EQ(h.slot, 255u);
+  EXPECT_EQ(h.generation, 0xdeadbeefu);
+  EXPECT_EQ(h.accept_ms, 1'795'000'000'123ull);
+  EXPECT_EQ(h.origin, 0xfeedface12345678ull);
+  for (size_t i = 0; i < 2; ++i) {
+    const BucketRecordCall &a = calls[i], &b = back[i];
+    EXPECT_EQ(a.key, b.key) << i;
+    EXPECT_EQ(a.index, b.index) << i;
+    EXPECT_EQ(a.call.op, b.call.op) << i;
+    EXPECT_EQ(a.call.outcome, b.call.outcome) << i;
+    EXPECT_EQ(a.call.cost, b.call.cost) << i;
+    EXPECT_EQ(a.call.at_ms, b.call.at_ms) << i;
+    EXPECT_EQ(a.call.params.burst, b.call.params.burst) << i;
+    EXPECT_EQ(a.call.params.rate_per_ms, b.call.params.rate_per_ms) << i;
+    EXPECT_EQ(a.call.params.arithmetic, b.call.params.arithmetic) << i;
+    EXPECT_EQ(a.call.params.expire_s, b.call.params.expire_s) << i;
+    EXPECT_EQ(a.call.params.pending_lease_ms, b.call.params.pending_lease_ms) << i;
+    EXPECT_EQ(a.dynamic, b.dynamic) << i;
+    EXPECT_EQ(b.call.params.dynamic, nullptr) << i;  // no pointer travels
+  }
+  EXPECT_EQ(back[0].factors.spam_rate, 0.9);
+  EXPECT_EQ(back[0].factors.spam_burst, 0.8);
+  EXPECT_EQ(back[0].factors.ham_rate, 1.1);
+  EXPECT_EQ(back[0].factors.ham_burst, 1.2);
+  EXPECT_EQ(back[0].factors.max_rate_mult, 4);
+  EXPECT_EQ(back[0].factors.max_burst_mult, 8);
+  // The key points into the record's bytes, not the caller's.
+  EXPECT_GE(back[1].key.data(), reinterpret_cast<const char*>(bytes.data()));
+  EXPECT_LT(back[1].key.data(), reinterpret_cast<const char*>(bytes.data() + bytes.size()));
+}
+
+TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
+  std::vector<uint8_t> out(kMaxBucketRecord);
+  const BucketRecordHeader h = header();
+  auto refused = [&](BucketRecordCall c) { return encode_bucket_record(h, &c, 1, out.data()) == 0; };
+  EXPECT_EQ(encode_bucket_record(h, nullptr, 0, out.data()), 0u) << "no calls";
+  BucketRecordCall c = call("k", BucketOp::check, 0, false);
+  EXPECT_FALSE(refused(c));
+  c.key = "";
+  EXPECT_TRUE(refused(c)) << "empty key";
+  c = call(std::string(256, 'k'), BucketOp::check, 0, false);
+  EXPECT_TRUE(refused(c)) << "a key over 255 bytes";
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), -1.0, 0.0, 2e12}) {
+    c = call("k", BucketOp::check, 0, false);
+    c.call.params.burst = bad;
+    EXPECT_TRUE(refused(c)) << "burst " << bad;
+  }
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), -0.5, 2e12}) {
+    c = call("k", BucketOp::check, 0, false);
+    c.call.cost = bad;
+    EXPECT_TRUE(refused(c)) << "cost " << bad;
+    c = call("k", BucketOp::check, 0, false);
+    c.call.params.rate_per_ms = bad;
+    EXPECT_TRUE(refused(c)) << "rate " << bad;
+  }
+  for (double bad : {0.0, -1.0, 1001.0, std::nan("")}) {
+    c = call("k", BucketOp::check, 0, true);
+    c.factors.ham_burst = bad;
+    EXPECT_TRUE(refused(c)) << "factor " << bad;
+  }
+  c = call("k", BucketOp::check, 0, false);
+  c.call.at_ms = -1;
+  EXPECT_TRUE(refused(c)) << "a time before 1970";
+  c = call("k", BucketOp(0), 0, false);
+  EXPECT_TRUE(refused(c)) << "op 0";
+  c = call("k", BucketOp(10), 0, false);
+  EXPECT_TRUE(refused(c)) << "op 10";
+  c = call("k", BucketOp::check, 1024, false);
+  EXPECT_TRUE(refused(c)) << "an index past a request's calls";
+  // Too many calls, or too many bytes, for one record.
+  std::vector<BucketRecordCall> many(kMaxBucketCalls + 1, call("k", BucketOp::check, 0, false));
+  EXPECT_EQ(encode_bucket_record(h, many.data(), many.size(), out.data()), 0u);
+  const std::string long_key(255, 'x');
+  std::vector<BucketRecordCall> big(60, call(long_key, BucketOp::check, 0, true));  // 60 x 359 bytes
+  EXPECT_EQ(encode_bucket_record(h, big.data(), big.size(), out.data()), 0u);
+  big.resize(40);
+  EXPECT_NE(encode_bucket_record(h, big.data(), big.size(), out.data()), 0u);
+}
+
+TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
+  const std::vector<BucketRecordCall> calls = {call("RLabc", BucketOp::reserve, 0, true),
+                                               call("bob", BucketOp::commit, 1, false)};
+  const std::vector<uint8_t> good = encoded(calls);
+  ASSERT_EQ(decode(good), BucketRecordDecode::ok);
+  auto with = [&](size_t at, uint8_t v) {
+    std::vector<uint8_t> b = good;
+    b[at] = v;
+    return decode(b);
+  };
+  const size_t c0 = kBucketRecordHeader, c1 = c0 + kBucketCallFixed + kBucketFactorsSize + 5;
+  EXPECT_EQ(decode({good.begin(), good.begin() + 31}), BucketRecordDecode::too_short);
+  EXPECT_EQ(with(0, 2), BucketRecordDecode::bad_format) << "a counter record";
+  EXPECT_EQ(with(0, 1), BucketRecordDecode::bad_format) << "a fuzzy update";
+  EXPECT_EQ(with(1, 0), BucketRecordDecode::bad_pass);
+  EXPECT_EQ(with(1, 3), BucketRecordDecode::bad_pass);
+  EXPECT_EQ(with(2, 0), BucketRecordDecode::bad_count);
+  EXPECT_EQ(with(3, 1), BucketRecordDecode::bad_count) << "257 calls";
+  EXPECT_EQ(with(2, 3), BucketRecordDecode::too_short) << "a third call that is not there";
+  EXPECT_EQ(with(15, 0x7f), BucketRecordDecode::bad_time);
+  EXPECT_EQ(with(30, 1), BucketRecordDecode::bad_header);
+  EXPECT_EQ(with(c0 + 0, 0), BucketRecordDecode::bad_call) << "op 0";
+  EXPECT_EQ(with(c0 + 0, 10), BucketRecordDecode::bad_call) << "op 10";
+  EXPECT_EQ(with(c0 + 1, 3), BucketRecordDecode::bad_call) << "outcome 3";
+  EXPECT_EQ(with(c0 + 2, 2), BucketRecordDecode::bad_call) << "arithmetic 2";
+  EXPECT_EQ(with(c0 + 3, 3), BucketRecordDecode::bad_call) << "an unknown flag";
+  EXPECT_EQ(with(c0 + 5, 1), BucketRecordDecode::bad_call) << "reserved byte";
+  EXPECT_EQ(with(c0 + 7, 4), BucketRecordDecode::bad_call) << "index 1024";
+  EXPECT_EQ(with(c0 + 53, 1), BucketRecordDecode::bad_call) << "reserved word";
+  EXPECT_EQ(with(c1 + 4, 0), BucketRecordDecode::bad_call) << "an empty key (then trailing bytes)";
+  EXPECT_EQ(with(c0 + 15, 0xff), BucketRecordDecode::bad_number) << "cost NaN";
+  EXPECT_EQ(with(c0 + 23, 0x80), BucketRecordDecode::bad_number) << "burst negative";
+  EXPECT_EQ(with(c0 + 31, 0x7f), BucketRecordDecode::bad_number) << "rate huge";
+  EXPECT_EQ(with(c0 + 39, 0x80), BucketRecordDecode::bad_number) << "client time negative";
+  EXPECT_EQ(with(c0 + 47, 0x80), BucketRecordDecode::bad_number) << "lease negative";
+  EXPECT_EQ(with(c0 + 51, 0xff), BucketRecordDecode::bad_number) << "expire past ten years";
+  EXPECT_EQ(with(c0 + kBucketCallFixed + 7, 0xff), BucketRecordDecode::bad_number) << "factor NaN";
+  EXPECT_EQ(with(c1 + 4, 200), BucketRecordDecode::too_short) << "a key past the end";
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  EXPECT_EQ(decode(longer), BucketRecordDecode::trailing_bytes);
+  // Every prefix of a good record is refused, never read past.
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_NE(decode({good.begin(), good.begin() + long(n)}), BucketRecordDecode::ok) << n;
+  }
+}
+
+}  // namespace
+}  // namespace shingled::cluster
