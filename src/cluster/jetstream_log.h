@@ -2,7 +2,8 @@
 // stream, publishes that ride out a leader change, and an in-order read from
 // any stream sequence. The only code that speaks NATS, and never on a
 // worker's path: one owner thread (the node's replicator) calls every
-// method; the client library's own threads only queue publish acks for it.
+// method; the client library's own threads only queue publish acks and
+// stream records for it, and ring its doorbell (set_doorbell) when they do.
 //
 // Publishing is asynchronous. Each record carries a message id that stays
 // the same across retries, so JetStream stores it once (its duplicate
@@ -14,6 +15,7 @@
 // once.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "cluster/nats_connection.h"
+#include "common/doorbell.h"
 
 struct __natsConnection;
 struct __jsCtx;
@@ -82,12 +85,26 @@ class JetStreamLog {
   size_t pending() const { return pending_.size(); }
 
   // Starts (or restarts) reading in stream order at sequence `from` (>= 1).
+  // The library delivers the records on its own thread into a queue, so
+  // the owner can sleep on its doorbell rather than poll. The queue holds
+  // kMaxQueuedRecords (~20 MB of small records): what comes beyond is
+  // dropped, and once the owner has taken the rest read() says so (-1), so
+  // that it reads again from its next sequence: the owner's pace bounds
+  // the memory, not the stream's.
   bool read_from(uint64_t from, std::string& error);
+  static constexpr size_t kMaxQueuedRecords = 65536;
   // Hands up to `max` records to `f(sequence, data, len)`, waiting at most
   // `timeout_ms` for the first; f returning false stops after that record
-  // (which it has taken). Returns how many; -1 on an error.
+  // (which it has taken). Returns how many; -1 on an error (a dropped
+  // record among them: read_from() the next sequence wanted).
   using RecordFn = std::function<bool(uint64_t, const uint8_t*, size_t)>;
   int read(const RecordFn& f, int max, int timeout_ms, std::string& error);
+  // Rung (from the library's threads) when a record or an ack arrives.
+  // Set before open(); null: nobody is told.
+  void set_doorbell(Doorbell* doorbell) { doorbell_ = doorbell; }
+  // Whether records or acks wait to be taken (any thread).
+  bool has_records() const;
+  bool has_acks() const;
 
   // Settles `key` in the key-value bucket `bucket` (created with the
   // stream's replication when missing): stores `mine` when nobody has, and
@@ -157,6 +174,11 @@ class JetStreamLog {
     std::string error;
   };
   static void on_ack(__jsCtx* js, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* self);
+  static void on_record(__natsConnection* nc, __natsSubscription* sub, __natsMsg* msg, void* self);
+  static void on_reading_done(void* self);
+  // Ends the subscription: unsubscribes, waits for the library's last
+  // delivery, drops what was queued.
+  void stop_reading();
   bool send(Pending& p);
 
   LogOptions options_;
@@ -167,8 +189,16 @@ class JetStreamLog {
   std::unordered_map<std::string, Pending> pending_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   uint64_t generations_ = 0;  // every entry's own number, across records
-  std::mutex acks_mutex_;
+  mutable std::mutex acks_mutex_;
   std::vector<Ack> acks_;  // filled by the library's threads, taken by the owner
+  Doorbell* doorbell_ = nullptr;
+  // Records the library delivered, in stream order, for read().
+  mutable std::mutex records_mutex_;
+  std::condition_variable records_cv_;  // a record came, or reading ended
+  std::deque<__natsMsg*> records_;
+  bool stopping_read_ = false;  // on_record() drops what comes
+  bool overflowed_ = false;     // the queue was full: records were dropped
+  bool reading_done_ = true;    // the subscription's last delivery is over
 };
 
 }  // namespace shingled::cluster

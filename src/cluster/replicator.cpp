@@ -14,8 +14,12 @@ namespace {
 // Records handed to apply per pass, so proposals and acks are served
 // between them during a long catch-up.
 constexpr int kApplyBatch = 256;
-// How long a pass waits for a record when it found nothing else to do.
-constexpr int kIdleWaitMs = 1;
+// How long a pass that found nothing to do sleeps at most: records, acks
+// and proposals ring the doorbell, so this only paces the timed work (the
+// stream's state once a second, retries, a stalled read).
+constexpr auto kIdleWait = std::chrono::milliseconds(20);
+// While a record waits for room on an owner's lane (which does not ring).
+constexpr auto kParkedWait = std::chrono::microseconds(200);
 // After a failed read the consumer is recreated this much later.
 constexpr uint64_t kReadRetryMs = 500;
 // The stream's state is looked up this often, waiting this long at most.
@@ -53,6 +57,7 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
   }
   options_ = options;
   apply_ = std::move(apply);
+  log_.set_doorbell(&doorbell_);
   if (!log_.open(options_.log, error)) return false;
   if (!options_.settings.empty()) {
     std::string settled;
@@ -111,6 +116,7 @@ bool Replicator::start(const ReplicatorOptions& options, ApplyFn apply, std::str
 
 void Replicator::stop() {
   stopping_.store(true);
+  doorbell_.ring();
   if (thread_.joinable()) thread_.join();
   log_.close();
 }
@@ -125,6 +131,7 @@ bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& upd
   if (!update_message_id(update, p->id)) p->id[0] = '\0';
   lane.proposals.commit();
   ++lane.in_flight;
+  doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
   return true;
 }
 
@@ -141,6 +148,7 @@ bool Replicator::propose_counters(unsigned w, uint64_t token, const CounterRecor
   snprintf(p->id, sizeof p->id, "%s", id);
   lane.counter_proposals.commit();
   ++lane.in_flight;
+  doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
   return true;
 }
 
@@ -157,6 +165,7 @@ bool Replicator::propose_buckets(unsigned w, uint64_t token, const BucketRecordH
   snprintf(p->id, sizeof p->id, "%s", id);
   lane.bucket_proposals.commit();
   ++lane.in_flight;
+  doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
   return true;
 }
 
@@ -346,12 +355,18 @@ void Replicator::run() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     bool busy = take_proposals();
     busy = settle_publishes(done) || busy;
-    // A pass with nothing to do waits for the next record (or until acks
-    // and proposals are looked at again), rather than spinning.
-    applied = apply_records(busy || applied ? 0 : kIdleWaitMs);
+    applied = apply_records();
     wake_touched();
     look_at_stream();
     restart_stalled_read();
+    // A pass with nothing to do sleeps until a record, an ack or a
+    // proposal comes, rather than spinning or waking every millisecond.
+    if (busy || applied) continue;
+    if (parked_ || parked_counters_ || parked_buckets_) {
+      std::this_thread::sleep_for(kParkedWait);
+    } else {
+      doorbell_.wait(kIdleWait, [this] { return log_.has_records() || log_.has_acks() || proposals_waiting(); });
+    }
   }
 }
 
@@ -569,23 +584,24 @@ bool Replicator::apply_bucket_record(uint64_t sequence, const uint8_t* data, siz
 
 // Applies the next records of the stream; after a failed read, recreates
 // the consumer from the next sequence a little later.
-bool Replicator::apply_records(int wait_ms) {
+bool Replicator::proposals_waiting() const {
+  for (const auto& lane : lanes_) {
+    if (!lane->proposals.empty() || !lane->counter_proposals.empty() || !lane->bucket_proposals.empty()) return true;
+  }
+  return false;
+}
+
+bool Replicator::apply_records() {
   std::string error;
   if (read_retry_ms_ != 0) {
-    if (monotonic_ms_now() < read_retry_ms_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-      return false;
-    }
+    if (monotonic_ms_now() < read_retry_ms_) return false;
     read_retry_ms_ = 0;
     if (!log_.read_from(read_next_, error)) {
       read_retry_ms_ = monotonic_ms_now() + kReadRetryMs;
       return false;
     }
   }
-  if (!unpark()) {
-    std::this_thread::sleep_for(std::chrono::microseconds(wait_ms > 0 ? 200 : 0));
-    return false;
-  }
+  if (!unpark()) return false;
   const int n = log_.read(
       [this](uint64_t sequence, const uint8_t* data, size_t len) {
         if (sequence < read_next_) return true;  // a redelivery after a restart
@@ -621,7 +637,7 @@ bool Replicator::apply_records(int wait_ms) {
         if (u.accept_time != 0) stats_.last_applied_time.store(u.accept_time, std::memory_order_relaxed);
         return more;
       },
-      kApplyBatch, wait_ms, error);
+      kApplyBatch, 0, error);
   if (n > 0) last_record_ms_ = monotonic_ms_now();
   if (n < 0) {
     stats_.read_errors.fetch_add(1, std::memory_order_relaxed);

@@ -321,7 +321,8 @@ class Replicator {
   void run();
   bool take_proposals();
   bool settle_publishes(std::vector<JetStreamLog::Outcome>& done);
-  bool apply_records(int wait_ms);
+  bool apply_records();
+  bool proposals_waiting() const;  // any worker's proposal ring holds one
   bool hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u);
   // Splits a counter record's calls by owner; all owners get their share
   // or none does (the record is parked until they have room).
@@ -380,6 +381,7 @@ class Replicator {
   ClusterView view_;
   uint64_t looked_at_ms_ = 0;
   std::atomic<bool> stopping_{false};
+  Doorbell doorbell_;  // rung by proposals (workers) and by the log's records and acks
   std::thread thread_;
   ReplicatorStats stats_;
 };
