@@ -1,4 +1,5 @@
-// The doorbell a polling thread sleeps on (common/doorbell.h): a producer
+// The doorbell a polling thread sleeps on (common/doorbell.h; in
+// concurrency_test, so that TSan runs it too): a producer
 // that publishes and then rings only if the owner may sleep must never
 // leave the owner asleep with work waiting. Each round the owner waits with
 // a 2 s timeout for an item the producer publishes at a random moment
