@@ -14,6 +14,7 @@
 #include "daemon/cluster_endpoint.h"
 #include "daemon/cluster_snapshot.h"
 #include "persist/lmdb_environment.h"
+#include "store/bucket_store.h"
 #include "store/counter_store.h"
 #include "store/fuzzy_store.h"
 
@@ -189,7 +190,10 @@ int run_cluster_snapshot(const std::string& config_path, bool json) {
   // position must be in the snapshot.
   const unsigned shards = 1u << StoreOptions{}.shard_bits;
   const unsigned counter_shards = config.counters_bind_sockets.empty() ? 0 : 1u << CounterStoreOptions{}.shard_bits;
-  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, shards, counter_shards, m, error)) {
+  const unsigned bucket_shards =
+      config.ratelimit_service_bind_sockets.empty() ? 0 : 1u << BucketStoreOptions{}.shard_bits;
+  if (!take_cluster_snapshot(env, config.cluster, config.cluster.node, shards, counter_shards, bucket_shards, m,
+                             error)) {
     fprintf(stderr, "shinglectl: cluster snapshot: %s\n", error.c_str());
     return 1;
   }

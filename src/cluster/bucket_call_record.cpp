@@ -90,8 +90,7 @@ size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall*
     c[1] = uint8_t(b.outcome);
     c[2] = uint8_t(b.params.arithmetic);
     c[3] = r.dynamic ? kDynamic : 0;
-    c[4] = uint8_t(r.key.size());
-    c[5] = 0;
+    store_le16(c + 4, uint16_t(r.key.size()));
     store_le16(c + 6, r.index);
     store_le_f64(c + 8, b.cost);
     store_le_f64(c + 16, b.params.burst);
@@ -132,7 +131,7 @@ BucketRecordDecode decode_bucket_record(const uint8_t* data, size_t len, BucketR
   for (size_t i = 0; i < h.calls; ++i) {
     if (len - at < kBucketCallFixed) return BucketRecordDecode::too_short;
     const uint8_t* c = data + at;
-    if ((c[3] & ~kDynamic) != 0 || c[5] != 0 || load_le32(c + 52) != 0) return BucketRecordDecode::bad_call;
+    if ((c[3] & ~kDynamic) != 0 || load_le32(c + 52) != 0) return BucketRecordDecode::bad_call;
     BucketRecordCall& r = out[i];
     r = BucketRecordCall{};
     BucketCall& b = r.call;
@@ -140,7 +139,8 @@ BucketRecordDecode decode_bucket_record(const uint8_t* data, size_t len, BucketR
     b.outcome = MessageOutcome(c[1]);
     b.params.arithmetic = BucketArithmetic(c[2]);
     r.dynamic = (c[3] & kDynamic) != 0;
-    const size_t key_len = c[4];
+    const size_t key_len = load_le16(c + 4);
+    if (key_len == 0 || key_len > kMaxBucketKey) return BucketRecordDecode::bad_call;
     r.index = load_le16(c + 6);
     b.cost = load_le_f64(c + 8);
     b.params.burst = load_le_f64(c + 16);

@@ -29,7 +29,7 @@
 // Then each call, 56 bytes, [48 bytes of factors], the key:
 //   0  op (BucketOp, 1..9)   1 outcome (0..2)   2 arithmetic (0..1)
 //   3  flags: 1 dynamic multipliers (the six factors follow), others 0
-//   4  key length (1..255)   5 reserved (0)     6 index in its request, u16
+//   4  key length, u16 (1..kMaxBucketKey)      6 index in its request, u16
 //   8  cost, f64             16 burst, f64      24 rate per ms, f64
 //   32 client time, i64 Unix ms (0: the record's accept time)
 //   40 reservation lease, i64 ms                48 expire, u32 seconds
@@ -54,7 +54,9 @@ inline constexpr uint8_t kBucketSecondPass = 2;
 inline constexpr size_t kBucketRecordHeader = 32;
 inline constexpr size_t kBucketCallFixed = 56;
 inline constexpr size_t kBucketFactorsSize = 48;
-inline constexpr size_t kMaxBucketKey = 255;
+// A rule's bucket key is at most 580 bytes (store/ratelimit_rules.h), a
+// client's 255.
+inline constexpr size_t kMaxBucketKey = 1024;
 // A request's calls in one record: rspamd's requests carry a handful; a
 // request that forms more is answered as not stored, as is one whose
 // record would pass kMaxBucketRecord.

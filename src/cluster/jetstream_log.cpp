@@ -7,6 +7,7 @@
 #include <nats/nats.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -37,7 +38,66 @@ std::string describe(natsStatus s, int code) { return describe_nats(int(s), code
 
 }  // namespace
 
-JetStreamLog::~JetStreamLog() { close(); }
+struct JetStreamLog::Ack {
+  std::string id;
+  bool ok;
+  bool duplicate;
+  uint64_t sequence;
+  int status;  // natsStatus of a failure
+  int code;    // its JetStream error code, 0 when the server did not decide
+  std::string error;
+};
+
+struct JetStreamLog::Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;  // a record came, or a subscription ended
+  Doorbell* doorbell = nullptr;
+  std::vector<Ack> acks;
+  // The current subscription's records, in stream order.
+  uint64_t reader = 0;        // its number: deliveries of any other are dropped
+  struct Queued {
+    natsMsg* msg;
+    uint64_t sequence;
+    size_t bytes;
+  };
+  std::deque<Queued> records;
+  size_t bytes = 0;
+  uint64_t last_sequence = 0;  // of the last record queued (0: none yet)
+  bool overflowed = false;     // records were dropped: nothing more is queued
+
+  void ring() {
+    if (doorbell != nullptr) doorbell->ring();  // under `mutex`: close() detaches it
+  }
+  void drop_records() {
+    for (const Queued& q : records) natsMsg_Destroy(q.msg);
+    records.clear();
+    bytes = 0;
+    last_sequence = 0;
+    overflowed = false;
+  }
+};
+
+// Given to one subscription's callbacks: which reader they deliver for.
+// Freed once the library says no delivery can come (on_reading_done), or
+// left if it never says so.
+struct JetStreamLog::ReaderTag {
+  Inbox* inbox;
+  uint64_t number;
+  bool done = false;
+};
+
+JetStreamLog::JetStreamLog() : inbox_(new Inbox) {}
+
+JetStreamLog::~JetStreamLog() {
+  close();
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  inbox_->doorbell = nullptr;  // the inbox itself stays (see the header)
+}
+
+void JetStreamLog::set_doorbell(Doorbell* doorbell) {
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  inbox_->doorbell = doorbell;
+}
 
 void JetStreamLog::close() {
   stop_reading();
@@ -51,8 +111,8 @@ void JetStreamLog::close() {
   }
   pending_.clear();
   due_ = {};
-  std::lock_guard<std::mutex> lock(acks_mutex_);
-  acks_.clear();
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  inbox_->acks.clear();
 }
 
 bool JetStreamLog::open(const LogOptions& options, std::string& error) {
@@ -69,7 +129,7 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
   jsOptions_Init(&jo);
   jo.PublishAsync.MaxPending = int64_t(options.max_pending) * 2;  // ours is the bound; the library's never stalls us
   jo.PublishAsync.AckHandler = &JetStreamLog::on_ack;
-  jo.PublishAsync.AckHandlerClosure = this;
+  jo.PublishAsync.AckHandlerClosure = inbox_;
   s = natsConnection_JetStream(&js_, nc_, &jo);
   if (s != NATS_OK) {
     error = "JetStream context: " + describe(s, 0);
@@ -154,8 +214,8 @@ bool JetStreamLog::send(Pending& p) {
   return p.in_flight;
 }
 
-void JetStreamLog::on_ack(__jsCtx*, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* self_ptr) {
-  auto* self = static_cast<JetStreamLog*>(self_ptr);
+void JetStreamLog::on_ack(__jsCtx*, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* inbox_ptr) {
+  auto* inbox = static_cast<Inbox*>(inbox_ptr);
   Ack a{};
   const char* id = nullptr;
   if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) a.id = id;
@@ -174,18 +234,16 @@ void JetStreamLog::on_ack(__jsCtx*, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* 
   }
   natsMsg_Destroy(msg);
   if (a.id.empty()) return;  // not one of ours
-  {
-    std::lock_guard<std::mutex> lock(self->acks_mutex_);
-    self->acks_.push_back(std::move(a));
-  }
-  if (self->doorbell_ != nullptr) self->doorbell_->ring();
+  std::lock_guard<std::mutex> lock(inbox->mutex);
+  inbox->acks.push_back(std::move(a));
+  inbox->ring();
 }
 
 void JetStreamLog::poll_publishes(std::vector<Outcome>& done) {
   std::vector<Ack> acks;
   {
-    std::lock_guard<std::mutex> lock(acks_mutex_);
-    acks.swap(acks_);
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    acks.swap(inbox_->acks);
   }
   for (Ack& a : acks) {
     const auto it = pending_.find(a.id);
@@ -253,84 +311,103 @@ bool JetStreamLog::read_from(uint64_t from, std::string& error) {
   // within seconds of a cluster settling.
   so.Config.Heartbeat = 1'000'000'000;  // nanoseconds
   jsErrCode code = jsErrCode(0);
-  {
-    std::lock_guard<std::mutex> lock(records_mutex_);
-    reading_done_ = false;
-  }
   // Delivered on the library's thread (on_record), not polled: a sync
   // subscription's reader must wake to look, and waking every millisecond
   // cost a worker sharing its core ~5 % of its CHECKs.
-  const natsStatus s = js_Subscribe(&sub_, js_, options_.subject.c_str(), &JetStreamLog::on_record, this, nullptr, &so,
+  static std::atomic<uint64_t> readers{0};
+  auto* tag = new ReaderTag{inbox_, ++readers};
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    inbox_->drop_records();
+    inbox_->reader = tag->number;
+  }
+  const natsStatus s = js_Subscribe(&sub_, js_, options_.subject.c_str(), &JetStreamLog::on_record, tag, nullptr, &so,
                                     &code);
   if (s != NATS_OK) {
     sub_ = nullptr;
-    std::lock_guard<std::mutex> lock(records_mutex_);
-    reading_done_ = true;
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    inbox_->reader = 0;
+    delete tag;  // no subscription: no callback has it
     error = "reading stream " + options_.stream + " from " + std::to_string(from) + ": " + describe(s, code);
     return false;
   }
-  natsSubscription_SetOnCompleteCB(sub_, &JetStreamLog::on_reading_done, this);
+  reader_ = tag;
+  if (natsSubscription_SetOnCompleteCB(sub_, &JetStreamLog::on_reading_done, tag) != NATS_OK) {
+    reader_ = nullptr;  // never told when it is done: the tag is left to it
+  }
   return true;
 }
 
-void JetStreamLog::on_record(__natsConnection*, __natsSubscription*, __natsMsg* msg, void* self_ptr) {
-  auto* self = static_cast<JetStreamLog*>(self_ptr);
-  {
-    // Never wait here: a delivery thread held up misses the consumer's
-    // heartbeats, and the library then starts the consumer again from a
-    // sequence of its choosing. A full queue drops the rest instead, and
-    // read() has the owner read again from its next sequence.
-    std::lock_guard<std::mutex> lock(self->records_mutex_);
-    if (self->stopping_read_ || self->overflowed_ || self->records_.size() >= kMaxQueuedRecords) {
-      if (!self->stopping_read_) self->overflowed_ = true;
-      natsMsg_Destroy(msg);
-      return;
-    }
-    self->records_.push_back(msg);
+void JetStreamLog::on_record(__natsConnection*, __natsSubscription*, __natsMsg* msg, void* tag_ptr) {
+  auto* tag = static_cast<ReaderTag*>(tag_ptr);
+  Inbox& in = *tag->inbox;
+  jsMsgMetaData* meta = nullptr;
+  const uint64_t sequence =
+      natsMsg_GetMetaData(&meta, msg) == NATS_OK && meta != nullptr ? meta->Sequence.Stream : 0;
+  if (meta != nullptr) jsMsgMetaData_Destroy(meta);
+  const size_t bytes = size_t(natsMsg_GetDataLength(msg)) + 256;  // and the library's share
+  // Never wait here: a delivery thread held up misses the consumer's
+  // heartbeats, and the library then starts the consumer again from a
+  // sequence of its choosing. A full queue drops the rest instead, and the
+  // owner reads again from its next sequence. So does a gap after the
+  // first record: the library dropped a record (its own pending limit)
+  // without knowing it of an ordered consumer. (A gap before the first is
+  // the stream's: records purged before this node read them.)
+  std::lock_guard<std::mutex> lock(in.mutex);
+  const bool gap = in.last_sequence != 0 && sequence != in.last_sequence + 1;
+  if (tag->number != in.reader || in.overflowed || gap || sequence == 0 || in.records.size() >= kMaxQueuedRecords ||
+      in.bytes + bytes > kMaxQueuedBytes) {
+    if (tag->number == in.reader) in.overflowed = true;
+    natsMsg_Destroy(msg);
+    if (tag->number == in.reader) in.ring();
+    return;
   }
-  self->records_cv_.notify_all();
-  if (self->doorbell_ != nullptr) self->doorbell_->ring();
+  in.records.push_back(Inbox::Queued{msg, sequence, bytes});
+  in.bytes += bytes;
+  in.last_sequence = sequence;
+  in.cv.notify_all();
+  in.ring();
 }
 
-void JetStreamLog::on_reading_done(void* self_ptr) {
-  auto* self = static_cast<JetStreamLog*>(self_ptr);
-  {
-    std::lock_guard<std::mutex> lock(self->records_mutex_);
-    self->reading_done_ = true;
-  }
-  self->records_cv_.notify_all();
+void JetStreamLog::on_reading_done(void* tag_ptr) {
+  auto* tag = static_cast<ReaderTag*>(tag_ptr);
+  std::lock_guard<std::mutex> lock(tag->inbox->mutex);
+  tag->done = true;
+  tag->inbox->cv.notify_all();
 }
 
 void JetStreamLog::stop_reading() {
   if (sub_ == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(records_mutex_);
-    stopping_read_ = true;
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    inbox_->reader = 0;  // a delivery under way or to come is dropped
+    inbox_->drop_records();
   }
-  natsSubscription_Unsubscribe(sub_);  // deletes the ordered consumer too
-  {
+  const bool unsubscribed = natsSubscription_Unsubscribe(sub_) == NATS_OK;  // deletes the ordered consumer too
+  bool done = false;
+  if (reader_ != nullptr) {
     // The library calls on_reading_done() once no delivery can come; a
-    // connection already gone may never get there, hence the bound.
-    std::unique_lock<std::mutex> lock(records_mutex_);
-    records_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return reading_done_; });
+    // connection already gone may never get there, hence the bound, and
+    // then the tag is left to the library rather than freed under it.
+    std::unique_lock<std::mutex> lock(inbox_->mutex);
+    done = inbox_->cv.wait_for(lock, std::chrono::seconds(unsubscribed ? 10 : 2), [this] { return reader_->done; });
   }
   natsSubscription_Destroy(sub_);
   sub_ = nullptr;
-  std::lock_guard<std::mutex> lock(records_mutex_);
-  for (natsMsg* m : records_) natsMsg_Destroy(m);
-  records_.clear();
-  stopping_read_ = false;
-  overflowed_ = false;
+  if (done) delete reader_;
+  reader_ = nullptr;
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  inbox_->drop_records();  // anything a late delivery queued before the reader changed
 }
 
 bool JetStreamLog::has_records() const {
-  std::lock_guard<std::mutex> lock(records_mutex_);
-  return !records_.empty();
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  return !inbox_->records.empty() || inbox_->overflowed;
 }
 
 bool JetStreamLog::has_acks() const {
-  std::lock_guard<std::mutex> lock(acks_mutex_);
-  return !acks_.empty();
+  std::lock_guard<std::mutex> lock(inbox_->mutex);
+  return !inbox_->acks.empty();
 }
 
 int JetStreamLog::read(const RecordFn& f, int max, int timeout_ms, std::string& error) {
@@ -341,28 +418,27 @@ int JetStreamLog::read(const RecordFn& f, int max, int timeout_ms, std::string& 
   int n = 0;
   while (n < max) {
     natsMsg* m = nullptr;
+    uint64_t sequence = 0;
     {
-      std::unique_lock<std::mutex> lock(records_mutex_);
-      if (records_.empty() && n == 0 && timeout_ms > 0) {
-        records_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return !records_.empty(); });
+      Inbox& in = *inbox_;
+      std::unique_lock<std::mutex> lock(in.mutex);
+      if (in.records.empty() && n == 0 && timeout_ms > 0) {
+        in.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&in] { return !in.records.empty() || in.overflowed; });
       }
-      if (records_.empty()) {
-        if (!overflowed_) break;
-        error = "reading stream " + options_.stream + ": more than " + std::to_string(kMaxQueuedRecords) +
-                " records came before this node took them; the rest were dropped";
-        return n > 0 ? n : -1;  // the owner reads again from its next sequence
+      if (in.records.empty()) {
+        if (!in.overflowed) break;
+        return n > 0 ? n : kFellBehind;  // the owner reads again from its next sequence
       }
-      m = records_.front();
-      records_.pop_front();
+      const Inbox::Queued q = in.records.front();
+      in.records.pop_front();
+      in.bytes -= q.bytes;
+      m = q.msg;
+      sequence = q.sequence;
     }
-    jsMsgMetaData* meta = nullptr;
-    bool more = true;
-    if (natsMsg_GetMetaData(&meta, m) == NATS_OK && meta != nullptr) {
-      more = f(meta->Sequence.Stream, reinterpret_cast<const uint8_t*>(natsMsg_GetData(m)),
-               size_t(natsMsg_GetDataLength(m)));
-      jsMsgMetaData_Destroy(meta);
-      ++n;
-    }
+    const bool more =
+        f(sequence, reinterpret_cast<const uint8_t*>(natsMsg_GetData(m)), size_t(natsMsg_GetDataLength(m)));
+    ++n;
     natsMsg_Destroy(m);
     if (!more) break;
   }

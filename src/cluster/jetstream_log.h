@@ -3,7 +3,8 @@
 // any stream sequence. The only code that speaks NATS, and never on a
 // worker's path: one owner thread (the node's replicator) calls every
 // method; the client library's own threads only queue publish acks and
-// stream records for it, and ring its doorbell (set_doorbell) when they do.
+// stream records for it (in its inbox), and ring its doorbell
+// (set_doorbell) when they do.
 //
 // Publishing is asynchronous. Each record carries a message id that stays
 // the same across retries, so JetStream stores it once (its duplicate
@@ -53,7 +54,7 @@ struct LogOptions : NatsEndpoint {
 
 class JetStreamLog {
  public:
-  JetStreamLog() = default;
+  JetStreamLog();
   ~JetStreamLog();
   JetStreamLog(const JetStreamLog&) = delete;
   JetStreamLog& operator=(const JetStreamLog&) = delete;
@@ -87,21 +88,25 @@ class JetStreamLog {
   // Starts (or restarts) reading in stream order at sequence `from` (>= 1).
   // The library delivers the records on its own thread into a queue, so
   // the owner can sleep on its doorbell rather than poll. The queue holds
-  // kMaxQueuedRecords (~20 MB of small records): what comes beyond is
-  // dropped, and once the owner has taken the rest read() says so (-1), so
-  // that it reads again from its next sequence: the owner's pace bounds
-  // the memory, not the stream's.
+  // kMaxQueuedRecords or kMaxQueuedBytes: what comes beyond is dropped (as
+  // is anything after a record the library itself dropped: a gap in the
+  // sequences), and once the owner has taken the rest read() says so
+  // (kFellBehind), so that it reads again from its next sequence: the
+  // owner's pace bounds the memory, not the stream's.
   bool read_from(uint64_t from, std::string& error);
   static constexpr size_t kMaxQueuedRecords = 65536;
+  static constexpr size_t kMaxQueuedBytes = size_t(64) << 20;
   // Hands up to `max` records to `f(sequence, data, len)`, waiting at most
   // `timeout_ms` for the first; f returning false stops after that record
-  // (which it has taken). Returns how many; -1 on an error (a dropped
-  // record among them: read_from() the next sequence wanted).
+  // (which it has taken). Returns how many; -1 on an error, kFellBehind
+  // when records were dropped after these (read_from() the next sequence
+  // wanted, at once).
+  static constexpr int kFellBehind = -2;
   using RecordFn = std::function<bool(uint64_t, const uint8_t*, size_t)>;
   int read(const RecordFn& f, int max, int timeout_ms, std::string& error);
   // Rung (from the library's threads) when a record or an ack arrives.
   // Set before open(); null: nobody is told.
-  void set_doorbell(Doorbell* doorbell) { doorbell_ = doorbell; }
+  void set_doorbell(Doorbell* doorbell);
   // Whether records or acks wait to be taken (any thread).
   bool has_records() const;
   bool has_acks() const;
@@ -164,15 +169,6 @@ class JetStreamLog {
   void look_again_at(Pending& p, uint64_t at_ms);
   // Appends `outcome` for the record and for each publish that joined it.
   static void settle(const Pending& p, Outcome outcome, std::vector<Outcome>& done);
-  struct Ack {
-    std::string id;
-    bool ok;
-    bool duplicate;
-    uint64_t sequence;
-    int status;  // natsStatus of a failure
-    int code;    // its JetStream error code, 0 when the server did not decide
-    std::string error;
-  };
   static void on_ack(__jsCtx* js, __natsMsg* msg, jsPubAck* ack, jsPubAckErr* err, void* self);
   static void on_record(__natsConnection* nc, __natsSubscription* sub, __natsMsg* msg, void* self);
   static void on_reading_done(void* self);
@@ -189,16 +185,16 @@ class JetStreamLog {
   std::unordered_map<std::string, Pending> pending_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   uint64_t generations_ = 0;  // every entry's own number, across records
-  mutable std::mutex acks_mutex_;
-  std::vector<Ack> acks_;  // filled by the library's threads, taken by the owner
-  Doorbell* doorbell_ = nullptr;
-  // Records the library delivered, in stream order, for read().
-  mutable std::mutex records_mutex_;
-  std::condition_variable records_cv_;  // a record came, or reading ended
-  std::deque<__natsMsg*> records_;
-  bool stopping_read_ = false;  // on_record() drops what comes
-  bool overflowed_ = false;     // the queue was full: records were dropped
-  bool reading_done_ = true;    // the subscription's last delivery is over
+  // What the library's threads hand over (records, acks), and to whom the
+  // current subscription's deliveries go. Allocated at construction and
+  // never freed: a library thread may still deliver after the connection
+  // is destroyed, and must find it (detached and empty) rather than freed
+  // memory. One per log, a few hundred bytes.
+  struct Ack;
+  struct Inbox;
+  Inbox* const inbox_;
+  struct ReaderTag;
+  ReaderTag* reader_ = nullptr;  // the current subscription's, given to its callbacks
 };
 
 }  // namespace shingled::cluster

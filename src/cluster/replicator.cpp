@@ -365,7 +365,11 @@ void Replicator::run() {
     if (parked_ || parked_counters_ || parked_buckets_) {
       std::this_thread::sleep_for(kParkedWait);
     } else {
-      doorbell_.wait(kIdleWait, [this] { return log_.has_records() || log_.has_acks() || proposals_waiting(); });
+      // Proposals count only while the log takes more (free tokens); acks
+      // ring when they free some.
+      doorbell_.wait(kIdleWait, [this] {
+        return log_.has_records() || log_.has_acks() || (!free_tokens_.empty() && proposals_waiting());
+      });
     }
   }
 }
@@ -639,6 +643,13 @@ bool Replicator::apply_records() {
       },
       kApplyBatch, 0, error);
   if (n > 0) last_record_ms_ = monotonic_ms_now();
+  if (n == JetStreamLog::kFellBehind) {
+    // More came than the log queues while the owners were busy: read again
+    // from the next record wanted, at once (counted, not an error).
+    stats_.read_restarts.fetch_add(1, std::memory_order_relaxed);
+    if (!log_.read_from(read_next_, error)) read_retry_ms_ = monotonic_ms_now() + kReadRetryMs;
+    return false;
+  }
   if (n < 0) {
     stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cluster: %s; reading again from sequence %llu", error.c_str(),

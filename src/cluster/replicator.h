@@ -135,6 +135,7 @@ struct ReplicatorStats {
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
   std::atomic<uint64_t> read_errors{0};   // reads that failed or stalled (and were restarted)
   std::atomic<uint64_t> missed{0};        // records gone from the stream before they were read
+  std::atomic<uint64_t> read_restarts{0};  // reads begun again after the log's queue overflowed
   std::atomic<uint64_t> stream_last{0};   // the stream's last sequence, looked up once a second
   std::atomic<uint64_t> stream_first{0};  // and its first
   std::atomic<uint64_t> stream_leader_known{0};  // 1 when the last look found a leader with a quorum
@@ -294,11 +295,13 @@ class Replicator {
   struct alignas(64) Lane {
     // Counter records are ~8 times a fuzzy update's size: their rings hold
     // a quarter as many. Bucket records and shares are larger still (16 KB
-    // and 36 KB a slot) and rarer: 1/256 as many.
+    // and 36 KB a slot) and rarer: 1/32 as many proposals (128 by default,
+    // two bursts' worth: a full ring refuses a request's first pass), 1/256
+    // as many shares (a full ring only parks reading).
     Lane(size_t ring, size_t in_flight)
         : proposals(ring), outcomes(in_flight), applies(ring), counter_proposals(std::max<size_t>(ring / 4, 1)),
           counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)),
-          bucket_proposals(std::max<size_t>(ring / 256, 4)), bucket_outcomes(in_flight),
+          bucket_proposals(std::max<size_t>(ring / 32, 4)), bucket_outcomes(in_flight),
           bucket_applies(std::max<size_t>(ring / 256, 4)) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;

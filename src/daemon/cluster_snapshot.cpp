@@ -28,8 +28,8 @@ constexpr std::string_view kBootstrapKey = "bootstrap";  // a bootstrap under wa
 }  // namespace
 
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, unsigned counter_shards, cluster::SnapshotManifest& out,
-                           std::string& error, const std::atomic<bool>* cancel) {
+                           unsigned shards, unsigned counter_shards, unsigned bucket_shards,
+                           cluster::SnapshotManifest& out, std::string& error, const std::atomic<bool>* cancel) {
   const auto cancelled = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   std::random_device rd;
   out = cluster::SnapshotManifest{};
@@ -67,21 +67,22 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
   // snapshot reads the stream from one past it. Every shard must have one,
   // or the node would read from the stream's start (which may be gone).
   // Counter shards' positions count only on a node that serves counters
-  // (`counter_shards` > 0); they cover the counter records beside them.
-  uint64_t lowest = UINT64_MAX, positions = 0, counter_positions = 0;
+  // (`counter_shards` > 0), bucket shards' only on one that serves rate
+  // limits; each covers the records beside it. The buckets travel with the
+  // secret their ids are keyed by (the `ratelimit` record bucket_secret),
+  // so a node bootstrapped from the snapshot finds each under its id.
+  uint64_t lowest = UINT64_MAX, positions = 0, counter_positions = 0, bucket_positions = 0;
   bool refused = false;
   const bool read = env.for_each_of_types(
-      {RecordType::fuzzy, RecordType::counters, RecordType::cluster},
+      {RecordType::fuzzy, RecordType::counters, RecordType::ratelimit, RecordType::cluster},
       [&](RecordType type, std::string_view key, std::string_view value) {
         uint32_t slot, shard;
         PositionOf of;
-        // Bucket shards' positions travel along but do not count: the
-        // buckets are not in a snapshot (docs/cluster.md, the buckets' catch-up).
         if (type == RecordType::cluster && position_slot(key, slot, of, shard) && value.size() == 8 &&
-            of != PositionOf::buckets && (of == PositionOf::fuzzy || counter_shards != 0)) {
-          const bool counter = of == PositionOf::counters;
+            (of == PositionOf::fuzzy || (of == PositionOf::counters && counter_shards != 0) ||
+             (of == PositionOf::buckets && bucket_shards != 0))) {
           lowest = std::min(lowest, load_le64(reinterpret_cast<const uint8_t*>(value.data())));
-          ++(counter ? counter_positions : positions);
+          ++(of == PositionOf::counters ? counter_positions : of == PositionOf::buckets ? bucket_positions : positions);
         }
         if (type == RecordType::cluster && key == kBootstrapKey) {
           refused = true;
@@ -101,10 +102,11 @@ bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, c
       },
       error);
   if (!read) return false;
-  if (!refused && (positions != shards || counter_positions != counter_shards)) {
+  if (!refused && (positions != shards || counter_positions != counter_shards || bucket_positions != bucket_shards)) {
     error = "the database has stream positions for " + std::to_string(positions) + " of its " +
-            std::to_string(shards) + " shards and " + std::to_string(counter_positions) + " of its " +
-            std::to_string(counter_shards) + " counter shards (a worker that has applied no record yet has " +
+            std::to_string(shards) + " shards, " + std::to_string(counter_positions) + " of its " +
+            std::to_string(counter_shards) + " counter shards and " + std::to_string(bucket_positions) + " of its " +
+            std::to_string(bucket_shards) + " bucket shards (a worker that has applied no record yet has " +
             "none): take the snapshot once every worker has applied records and the node has synced";
     return false;
   }
@@ -209,7 +211,7 @@ bool restore_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster
             chunk, index++,
             [&](uint8_t type, std::string_view key, std::string_view value) {
               if (type != uint8_t(RecordType::fuzzy) && type != uint8_t(RecordType::counters) &&
-                  type != uint8_t(RecordType::cluster)) {
+                  type != uint8_t(RecordType::ratelimit) && type != uint8_t(RecordType::cluster)) {
                 return false;
               }
               if (type == uint8_t(RecordType::cluster) && key == kBootstrapKey) return false;

@@ -14,19 +14,21 @@
 
 namespace shingled {
 
-// Reads the replicated records of `env` (fuzzy records, counter records and
-// cluster records: the stream positions and the shard placements' seeds)
+// Reads the replicated records of `env` (fuzzy records, counter records,
+// rate-limit buckets with the secret their ids are keyed by, and cluster
+// records: the stream positions and the shard placements' seeds)
 // in one read transaction, as its last sync left them, and stores them as
 // the cluster's latest snapshot. `env` may be open read-only beside the
 // running daemon.
 // `shards`: the node's fuzzy shard count; `counter_shards`: its counter
-// shard count, 0 when it serves no counters. Every shard must have a
-// position.
+// shard count, 0 when it serves no counters; `bucket_shards` the same for
+// rate-limit buckets. Every shard must have a position.
 // `cancel` (may be null): set by another thread, it ends the walk or the
 // upload early, with an error and no manifest stored (a stopping daemon).
 bool take_cluster_snapshot(LmdbEnvironment& env, const ClusterConfig& cluster, const std::string& node,
-                           unsigned shards, unsigned counter_shards, cluster::SnapshotManifest& out,
-                           std::string& error, const std::atomic<bool>* cancel = nullptr);
+                           unsigned shards, unsigned counter_shards, unsigned bucket_shards,
+                           cluster::SnapshotManifest& out, std::string& error,
+                           const std::atomic<bool>* cancel = nullptr);
 
 // Whether `env` holds a bootstrap that did not finish (`snapshot`: its id,
 // "" when none).

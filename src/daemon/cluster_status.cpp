@@ -83,6 +83,7 @@ nlohmann::json status_of(const cluster::Replicator& r, const ClusterThreads& thr
       {"applied", s.applied.load()},
       {"malformed", s.malformed.load()},
       {"read_errors", s.read_errors.load()},
+      {"read_restarts", s.read_restarts.load()},
       {"missed", s.missed.load()},
       // The layout counters and buckets will be partitioned by; not used
       // by them yet (docs/cluster.md). The fuzzy store is whole on every node.

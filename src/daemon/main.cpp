@@ -677,7 +677,8 @@ int run(int argc, char** argv) {
     ClusterThreads threads;
     if (config.cluster.snapshot_period_seconds != 0) {
       snapshots = std::make_unique<SnapshotScheduler>(env, config.cluster, engine.store().shard_count(),
-                                                      counters ? counters->shard_count() : 0);
+                                                      counters ? counters->shard_count() : 0,
+                                                      buckets ? buckets->shard_count() : 0);
       snapshots->start();
       threads.snapshots = snapshots.get();
     }

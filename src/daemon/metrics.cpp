@@ -107,6 +107,7 @@ const PersistMetric kClusterMetrics[] = {
     {"last_applied", "cluster_last_applied_sequence", "gauge", "the stream sequence applied last", 1},
     {"missed", "cluster_missed_total", "counter", "stream records gone before this node read them", 1},
     {"read_errors", "cluster_read_errors_total", "counter", "stream reads that failed or stalled (restarted)", 1},
+    {"read_restarts", "cluster_read_restarts_total", "counter", "stream reads begun again: records came faster than this node applied them", 1},
     {"stream_last_sequence", "cluster_stream_last_sequence", "gauge", "the stream's last sequence (looked up each second)", 1},
     {"lag", "cluster_lag_records", "gauge", "stream records not applied here yet", 1},
     {"lag_seconds", "cluster_lag_seconds", "gauge", "while behind, the age of the newest record applied here", 1},

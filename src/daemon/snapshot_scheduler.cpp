@@ -12,8 +12,8 @@
 namespace shingled {
 
 SnapshotScheduler::SnapshotScheduler(LmdbEnvironment& env, const ClusterConfig& cluster, unsigned shards,
-                                     unsigned counter_shards)
-    : env_(env), cluster_(cluster), shards_(shards), counter_shards_(counter_shards) {}
+                                     unsigned counter_shards, unsigned bucket_shards)
+    : env_(env), cluster_(cluster), shards_(shards), counter_shards_(counter_shards), bucket_shards_(bucket_shards) {}
 
 SnapshotScheduler::~SnapshotScheduler() { stop(); }
 
@@ -70,7 +70,8 @@ void SnapshotScheduler::take_for_period(uint64_t period) {
   }
   const uint64_t started_ms = monotonic_ms_now();
   if (!store.latest(previous, had, error) ||
-      !take_cluster_snapshot(env_, cluster_, cluster_.node, shards_, counter_shards_, taken, error, &cancel_)) {
+      !take_cluster_snapshot(env_, cluster_, cluster_.node, shards_, counter_shards_, bucket_shards_, taken, error,
+                             &cancel_)) {
     stats_.failed.fetch_add(1, std::memory_order_relaxed);
     LOG_WARN("cluster: the periodic snapshot: %s (the next period tries again)", error.c_str());
     return;

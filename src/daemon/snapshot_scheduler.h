@@ -34,7 +34,8 @@ class SnapshotScheduler {
   // `env`: the daemon's database (read in one read transaction per
   // snapshot); `shards`, `counter_shards`: its fuzzy and counter shard
   // counts (take_cluster_snapshot).
-  SnapshotScheduler(LmdbEnvironment& env, const ClusterConfig& cluster, unsigned shards, unsigned counter_shards);
+  SnapshotScheduler(LmdbEnvironment& env, const ClusterConfig& cluster, unsigned shards, unsigned counter_shards,
+                    unsigned bucket_shards);
   ~SnapshotScheduler();
   SnapshotScheduler(const SnapshotScheduler&) = delete;
   SnapshotScheduler& operator=(const SnapshotScheduler&) = delete;
@@ -52,6 +53,7 @@ class SnapshotScheduler {
   const ClusterConfig cluster_;
   const unsigned shards_;
   const unsigned counter_shards_;
+  const unsigned bucket_shards_;
   SnapshotSchedulerStats stats_;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -155,6 +155,7 @@ std::vector<PersistRow> collect_cluster(const Engine& engine) {
       {"given_up", s.given_up.load()},         {"applied", s.applied.load()},
       {"malformed", s.malformed.load()},       {"last_applied", s.last_applied.load()},
       {"read_errors", s.read_errors.load()},   {"missed", s.missed.load()},
+      {"read_restarts", s.read_restarts.load()},
       {"stream_last_sequence", s.stream_last.load()},
       {"lag", s.lag_records()},
       {"lag_seconds", s.lag_seconds(unix_seconds_now())},

@@ -139,7 +139,9 @@ bool RatelimitHandler::changes_state(const ratelimit::Request& r) {
 void RatelimitHandler::keep_key(Pending& pc, Call& c, const void* key, size_t len) {
   if (link_.cluster == nullptr) return;  // only a stream record needs it
   c.key_at = uint32_t(pc.keys.size());
-  c.key_len = uint8_t(std::min<size_t>(len, cluster::kMaxBucketKey));
+  // A longer key cannot travel (encode_bucket_record refuses the record:
+  // answered not stored); cut, it would name another bucket.
+  c.key_len = uint16_t(std::min<size_t>(len, cluster::kMaxBucketKey + 1));
   pc.keys.append(static_cast<const char*>(key), c.key_len);
 }
 

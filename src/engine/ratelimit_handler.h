@@ -94,7 +94,7 @@ class RatelimitHandler final : public ServiceHandler {
     uint8_t message = 0;  // the request item it belongs to
     BucketMeta meta;
     uint32_t key_at = 0;  // in a cluster: the bucket's key in Pending::keys
-    uint8_t key_len = 0;
+    uint16_t key_len = 0;
   };
   struct Pending {
     bool cached = false;  // in the reply cache (a request that changes state)

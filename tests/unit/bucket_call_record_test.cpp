@@ -110,8 +110,11 @@ TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
   EXPECT_FALSE(refused(c));
   c.key = "";
   EXPECT_TRUE(refused(c)) << "empty key";
-  c = call(std::string(256, 'k'), BucketOp::check, 0, false);
-  EXPECT_TRUE(refused(c)) << "a key over 255 bytes";
+  const std::string longest(kMaxBucketKey, 'k'), too_long(kMaxBucketKey + 1, 'k');
+  c = call(longest, BucketOp::check, 0, false);
+  EXPECT_FALSE(refused(c)) << "a rule's long key (up to 1024 bytes)";
+  c = call(too_long, BucketOp::check, 0, false);
+  EXPECT_TRUE(refused(c)) << "a key over 1024 bytes";
   for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), -1.0, 0.0, 2e12}) {
     c = call("k", BucketOp::check, 0, false);
     c.call.params.burst = bad;
@@ -175,10 +178,10 @@ TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
   EXPECT_EQ(with(c0 + 1, 3), BucketRecordDecode::bad_call) << "outcome 3";
   EXPECT_EQ(with(c0 + 2, 2), BucketRecordDecode::bad_call) << "arithmetic 2";
   EXPECT_EQ(with(c0 + 3, 3), BucketRecordDecode::bad_call) << "an unknown flag";
-  EXPECT_EQ(with(c0 + 5, 1), BucketRecordDecode::bad_call) << "reserved byte";
+  EXPECT_EQ(with(c0 + 5, 4), BucketRecordDecode::bad_call) << "a key over 1024 bytes";
   EXPECT_EQ(with(c0 + 7, 4), BucketRecordDecode::bad_call) << "index 1024";
   EXPECT_EQ(with(c0 + 53, 1), BucketRecordDecode::bad_call) << "reserved word";
-  EXPECT_EQ(with(c1 + 4, 0), BucketRecordDecode::bad_call) << "an empty key (then trailing bytes)";
+  EXPECT_EQ(with(c1 + 4, 0), BucketRecordDecode::bad_call) << "an empty key";
   EXPECT_EQ(with(c0 + 15, 0xff), BucketRecordDecode::bad_number) << "cost NaN";
   EXPECT_EQ(with(c0 + 23, 0x80), BucketRecordDecode::bad_number) << "burst negative";
   EXPECT_EQ(with(c0 + 31, 0x7f), BucketRecordDecode::bad_number) << "rate huge";
@@ -187,6 +190,7 @@ TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
   EXPECT_EQ(with(c0 + 51, 0xff), BucketRecordDecode::bad_number) << "expire past ten years";
   EXPECT_EQ(with(c0 + kBucketCallFixed + 7, 0xff), BucketRecordDecode::bad_number) << "factor NaN";
   EXPECT_EQ(with(c1 + 4, 200), BucketRecordDecode::too_short) << "a key past the end";
+  EXPECT_EQ(with(c1 + 5, 1), BucketRecordDecode::too_short) << "a key of 259 bytes past the end";
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   EXPECT_EQ(decode(longer), BucketRecordDecode::trailing_bytes);

@@ -69,18 +69,18 @@ TEST_F(ClusterSnapshotTest, no_snapshot_from_a_half_bootstrapped_or_incomplete_d
     return key;
   };
   put(position(0), std::string(8, '\1'));
-  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, m, error));
+  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, 0, m, error));
   EXPECT_NE(error.find("positions for 1 of its 64 shards"), std::string::npos) << error;
   for (unsigned shard = 1; shard < 64; ++shard) put(position(shard), std::string(8, '\1'));
-  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, m, error));
+  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, 0, m, error));
   EXPECT_NE(error.find("connecting to NATS"), std::string::npos) << error;
   // A stopping daemon cancels its periodic snapshot: the walk ends before
   // anything is sent.
   const std::atomic<bool> stopping{true};
-  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, m, error, &stopping));
+  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, 0, m, error, &stopping));
   EXPECT_NE(error.find("cancelled: the daemon is stopping"), std::string::npos) << error;
   put("bootstrap", "a-1");
-  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, m, error));
+  EXPECT_FALSE(take_cluster_snapshot(env_, cluster, "n1", 64, 0, 0, m, error));
   EXPECT_NE(error.find("interrupted bootstrap"), std::string::npos) << error;
 }
 
