@@ -55,6 +55,7 @@ struct JetStreamLog::Inbox {
   std::vector<Ack> acks;
   // The current subscription's records, in stream order.
   uint64_t reader = 0;        // its number: deliveries of any other are dropped
+  size_t max_records = 0;     // LogOptions::max_queued_records
   struct Queued {
     natsMsg* msg;
     uint64_t sequence;
@@ -320,6 +321,7 @@ bool JetStreamLog::read_from(uint64_t from, std::string& error) {
     std::lock_guard<std::mutex> lock(inbox_->mutex);
     inbox_->drop_records();
     inbox_->reader = tag->number;
+    inbox_->max_records = std::max<size_t>(options_.max_queued_records, 1);
   }
   const natsStatus s = js_Subscribe(&sub_, js_, options_.subject.c_str(), &JetStreamLog::on_record, tag, nullptr, &so,
                                     &code);
@@ -355,7 +357,7 @@ void JetStreamLog::on_record(__natsConnection*, __natsSubscription*, __natsMsg* 
   // the stream's: records purged before this node read them.)
   std::lock_guard<std::mutex> lock(in.mutex);
   const bool gap = in.last_sequence != 0 && sequence != in.last_sequence + 1;
-  if (tag->number != in.reader || in.overflowed || gap || sequence == 0 || in.records.size() >= kMaxQueuedRecords ||
+  if (tag->number != in.reader || in.overflowed || gap || sequence == 0 || in.records.size() >= in.max_records ||
       in.bytes + bytes > kMaxQueuedBytes) {
     if (tag->number == in.reader) in.overflowed = true;
     natsMsg_Destroy(msg);

@@ -50,6 +50,7 @@ struct LogOptions : NatsEndpoint {
   unsigned retry_for_ms = 10'000;        // a stream leader's election takes ~4 s
   unsigned max_pending = 4096;           // records awaiting their ack, at most
   bool manage_stream = true;             // false: open() leaves the stream as it is (tools)
+  size_t max_queued_records = 65536;     // read_from()'s queue (tests make it small)
 };
 
 class JetStreamLog {
@@ -88,13 +89,12 @@ class JetStreamLog {
   // Starts (or restarts) reading in stream order at sequence `from` (>= 1).
   // The library delivers the records on its own thread into a queue, so
   // the owner can sleep on its doorbell rather than poll. The queue holds
-  // kMaxQueuedRecords or kMaxQueuedBytes: what comes beyond is dropped (as
+  // options.max_queued_records or kMaxQueuedBytes: what comes beyond is dropped (as
   // is anything after a record the library itself dropped: a gap in the
   // sequences), and once the owner has taken the rest read() says so
   // (kFellBehind), so that it reads again from its next sequence: the
   // owner's pace bounds the memory, not the stream's.
   bool read_from(uint64_t from, std::string& error);
-  static constexpr size_t kMaxQueuedRecords = 65536;
   static constexpr size_t kMaxQueuedBytes = size_t(64) << 20;
   // Hands up to `max` records to `f(sequence, data, len)`, waiting at most
   // `timeout_ms` for the first; f returning false stops after that record

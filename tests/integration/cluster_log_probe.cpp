@@ -93,7 +93,7 @@ std::string json_text(const std::string& s) {
 [[noreturn]] void usage() {
   fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--stream NAME] [--retry-ms N] [--rate N] "
                   "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state | "
-                  "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] | "
+                  "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] [--queue N] | "
                   "fill-ring RING | catch-up LAG | --existing purge-below SEQ\n");
   exit(2);
 }
@@ -275,12 +275,13 @@ int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, 
   const uint64_t repeated = uint64_t(sorted.end() - std::unique(sorted.begin(), sorted.end()));
   printf("{\"stored\":%llu,\"given_up\":%llu,\"applied\":%llu,\"first_applied\":%llu,"
          "\"last_applied\":%llu,\"out_of_order\":%llu,\"repeated\":%llu,\"wrong\":%llu,"
-         "\"sequence_mismatch\":%llu,\"malformed\":%llu,\"error\":\"%s\"}\n",
+         "\"sequence_mismatch\":%llu,\"malformed\":%llu,\"read_restarts\":%llu,\"error\":\"%s\"}\n",
          (unsigned long long)stored, (unsigned long long)given_up, (unsigned long long)applied_seq.size(),
          (unsigned long long)(applied_seq.empty() ? 0 : applied_seq.front()),
          (unsigned long long)last_seq, (unsigned long long)out_of_order, (unsigned long long)repeated,
          (unsigned long long)wrong, (unsigned long long)sequence_mismatch,
-         (unsigned long long)rep.stats().malformed.load(), json_text(first_wrong).c_str());
+         (unsigned long long)rep.stats().malformed.load(), (unsigned long long)rep.stats().read_restarts.load(),
+         json_text(first_wrong).c_str());
   return stored == count && applied_seq.size() == expect_applied && out_of_order == 0 && repeated == 0 &&
                  wrong == 0 && sequence_mismatch == 0
              ? 0
@@ -537,7 +538,7 @@ int main(int argc, char** argv) {
   static constexpr shingled::CommandLineFlag kFlags[] = {
       {"servers", 0, true}, {"retry-ms", 0, true}, {"rate", 0, true}, {"timeout-ms", 0, true},
       {"read-from", 0, true}, {"ring", 0, true}, {"expect-applied", 0, true}, {"replicas", 0, true},
-      {"stream", 0, true}, {"existing", 0, false}};
+      {"stream", 0, true}, {"existing", 0, false}, {"queue", 0, true}};
   shingled::CommandLine cl;
   std::string error;
   if (!shingled::parse_command_line(argc, argv, kFlags, cl, error)) {
@@ -545,7 +546,7 @@ int main(int argc, char** argv) {
     usage();
   }
   uint64_t retry_ms = options.retry_for_ms, rate = 0, timeout_ms = 5000, read_from = 1, ring = 4096,
-           expect_applied = 0, replicas = 3;
+           expect_applied = 0, replicas = 3, queue = options.max_queued_records;
   if (const std::string* v = cl.last("servers")) options.servers = split(*v);
   if (const std::string* v = cl.last("stream")) {
     options.stream = *v;
@@ -555,11 +556,12 @@ int main(int argc, char** argv) {
   if (!number_option(cl, "retry-ms", retry_ms) || !number_option(cl, "rate", rate) ||
       !number_option(cl, "timeout-ms", timeout_ms) || !number_option(cl, "read-from", read_from) ||
       !number_option(cl, "ring", ring) || !number_option(cl, "expect-applied", expect_applied) ||
-      !number_option(cl, "replicas", replicas)) {
+      !number_option(cl, "replicas", replicas) || !number_option(cl, "queue", queue)) {
     usage();
   }
   options.retry_for_ms = unsigned(retry_ms);
   options.replicas = int(replicas);
+  options.max_queued_records = size_t(queue);
   const std::vector<std::string>& rest = cl.words;
   if (!rest.empty() &&
       (rest[0] == "replicate" || rest[0] == "replicate-counters" || rest[0] == "fill-ring" || rest[0] == "catch-up") &&

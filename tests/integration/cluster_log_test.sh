@@ -17,8 +17,10 @@
 #  - the replicator (src/cluster/replicator) on its own stream: four worker
 #    lanes' 20,000 updates all stored and applied once, in stream order,
 #    each as proposed, each outcome naming the sequence the apply saw; a
-#    node restarted at sequence 10,001 applies exactly the rest; a lane
-#    whose outcomes are not taken refuses its ninth update at once;
+#    node restarted at sequence 10,001 applies exactly the rest; one
+#    reading the 21,000 with the log's queue cut to 64 records (overflowed
+#    hundreds of times, read again each time) applies each once, in order;
+#    a lane whose outcomes are not taken refuses its ninth update at once;
 #  - counter records (src/cluster/counter_record) through the replicator:
 #    3,000 proposed from three lanes, each call handed to its owner's lane
 #    once and in order, a repeat under the same id stored once;
@@ -165,6 +167,14 @@ out=$("$probe" "${repl[@]}" --read-from 10001 --expect-applied 11000 replicate 2
 [ $rc -eq 0 ] && [ "$(field "$out" first_applied)" = 10001 ] && [ "$(field "$out" last_applied)" = 21000 ] &&
   pass "replicator_catches_up_from_its_next_sequence ($out)" ||
   fail replicator_catches_up_from_its_next_sequence "rc=$rc $out"
+# The same from the start with the log's queue cut to 64 records: it
+# overflows (the library delivers faster than the lanes are read), and the
+# replicator reads again from its next record each time: still each of the
+# 21,000 once, in order.
+out=$("$probe" "${repl[@]}" --queue 64 --expect-applied 21000 replicate 1 40000 0); rc=$?
+[ $rc -eq 0 ] && [ "$(field "$out" applied)" = 21000 ] && [ "$(field "$out" read_restarts)" -gt 0 ] &&
+  pass "replicator_reads_again_when_the_log_queue_overflows ($out)" ||
+  fail replicator_reads_again_when_the_log_queue_overflows "rc=$rc $out"
 out=$("$probe" "${repl[@]}" fill-ring 8); rc=$?
 [ $rc -eq 0 ] && pass "replicator_full_lane_refuses_at_once ($out)" || fail replicator_full_lane_refuses_at_once "rc=$rc $out"
 # A node reading the 21,000 records from the start, slowly, with ready_lag
