@@ -12,6 +12,9 @@
 #  - a node killed with -9 after a sync, while the others go on deciding,
 #    reads exactly the replicated levels after its restart: nothing applied
 #    twice (the bucket shards' stored stream positions), nothing missed;
+#  - a node wiped and started again bootstraps from another's snapshot
+#    (the buckets and the secret their ids are keyed by) and reads every
+#    bucket's level;
 #  - with no stream leader a change is answered at once as not stored (the
 #    message passes), and peeks go on.
 # Usage: cluster_ratelimit_test.sh --build BUILD_DIR
@@ -91,6 +94,22 @@ check "5 calls through node c while node a is down" test "$(python3 "$rl" bucket
 start_node a >"$tmp/start.out" && pass "node a restarted after kill -9" || fail "node a restarted after kill -9" "$(cat "$tmp/start.out")"
 expect_level "node a, restarted, reads exactly 20 (its synced 10, 10 replayed once)" replay 100 20
 expect_level "and still the shared bucket's 50" shared 50 50 a
+
+# Bootstrap: node a synced and snapshotted, node c wiped and started again:
+# it takes the snapshot (buckets with the secret their ids are keyed by),
+# then the stream, and reads every bucket's level.
+check "node a synced for its snapshot" "$ctl" --socket "$tmp/a/ctl.sock" sync
+snap=$("$ctl" --config "$tmp/a/shingled.conf" cluster snapshot --json 2>&1)
+[[ $snap == *records* ]] && pass "node a's snapshot taken (buckets and their positions in it)" ||
+  fail "node a's snapshot taken (buckets and their positions in it)" "$snap"
+kill "${node_pid[c]}" && wait "${node_pid[c]}" 2>/dev/null
+rm -rf "$tmp/c/db"
+start_node c >"$tmp/start.out" && grep -q "bootstrapped from snapshot" "$tmp/c/daemon.log" &&
+  pass "node c, wiped, bootstraps from the snapshot" ||
+  fail "node c, wiped, bootstraps from the snapshot" "$(cat "$tmp/start.out"; tail -3 "$tmp/c/daemon.log")"
+expect_level "node c reads the replayed bucket (20)" replay 100 20 c
+expect_level "node c reads the shared bucket (50)" shared 50 50 c
+expect_level "node c reads the messages' bucket (20)" msgs 20 20 c
 
 # No leader: two of the three NATS servers gone.
 stop_nats 1
