@@ -90,6 +90,7 @@ check "node a synced" "$ctl" --socket "$tmp/a/ctl.sock" sync
 check "5 calls through node b" test "$(python3 "$rl" bucket "${rl_port[b]}" replay 100 0 5)" = "5 0 0 0"
 expect_level "node a reads 15 before its kill" replay 100 15 a
 kill -9 "${node_pid[a]}" && wait "${node_pid[a]}" 2>/dev/null
+expect_level "with node a killed, node c serves the replicated level (15)" replay 100 15 c
 check "5 calls through node c while node a is down" test "$(python3 "$rl" bucket "${rl_port[c]}" replay 100 0 5)" = "5 0 0 0"
 start_node a >"$tmp/start.out" && pass "node a restarted after kill -9" || fail "node a restarted after kill -9" "$(cat "$tmp/start.out")"
 expect_level "node a, restarted, reads exactly 20 (its synced 10, 10 replayed once)" replay 100 20
