@@ -7,7 +7,8 @@
 #    applies the same calls in the same stream order, and each answer is
 #    the one the accepting node's own apply computed);
 #  - the same for rspamd-shaped messages (kind 3: reserve, then commit or
-#    release as a second record);
+#    release as a second record), and for the envelope rules' buckets
+#    (kind 1), whose keys pass 255 bytes;
 #  - every node then reads the same levels;
 #  - a node killed with -9 after a sync, while the others go on deciding,
 #    reads exactly the replicated levels after its restart: nothing applied
@@ -25,12 +26,14 @@ parse_build_arg "$@"
 . "$here/lib_cluster.sh"
 rl="$here/ratelimit_udp.py"
 export NODE_RATELIMIT=1
+# The envelope rules (kind 1): 10 messages a day to each recipient.
+rules='ratelimit { rates { to = "10 / 1d"; } }'
 
 cluster_init a b c
 for i in 0 1 2; do start_nats "$i"; done
 ready=$(nats_ready) && pass "nats_cluster_ready ($ready)" || { fail nats_cluster_ready "$ready"; finish; exit; }
 for n in a b c; do
-  start_node "$n" >"$tmp/start.out" && pass "node_${n}_started" || fail "node_${n}_started" "$(cat "$tmp/start.out")"
+  start_node "$n" "" "$rules" >"$tmp/start.out" && pass "node_${n}_started" || fail "node_${n}_started" "$(cat "$tmp/start.out")"
 done
 
 # expect_level NAME KEY BURST WANT [NODES]: every node's peek reads WANT
@@ -78,9 +81,29 @@ got=$(at_once message msgs 20 15 b c)
   fail "messages through two nodes at once: exactly the bucket's burst accepted (20 of 30)" "accepted, limited, other: $got"
 expect_level "every node reads the messages' bucket committed (20, no reservation left)" msgs 20 20
 
+# The rules' buckets: two recipients whose addresses (255 bytes, the
+# protocol's longest) differ only in their last character, 12 messages each
+# through a different node at once. Their keys (the address after the
+# rule's prefix) pass 255 bytes, and differ past it: each is its own bucket
+# of 10, on every node.
+long=$(printf 'r%.0s' $(seq 243))@example.ne
+python3 "$rl" envelope "${rl_port[a]}" "${long}t" 12 >"$tmp/e1.out" &
+p1=$!
+python3 "$rl" envelope "${rl_port[b]}" "${long}u" 12 >"$tmp/e2.out" &
+p2=$!
+wait "$p1"
+wait "$p2"
+[ "$(cat "$tmp/e1.out")" = "10 2 0 0" ] && [ "$(cat "$tmp/e2.out")" = "10 2 0 0" ] &&
+  pass "rule buckets with keys past 255 bytes stay apart through the stream (10 of 12 each)" ||
+  fail "rule buckets with keys past 255 bytes stay apart through the stream (10 of 12 each)" \
+    "node a: $(cat "$tmp/e1.out"), node b: $(cat "$tmp/e2.out")"
+got=$(python3 "$rl" envelope "${rl_port[c]}" "${long}t" 1)
+[ "$got" = "0 1 0 0" ] && pass "node c limits the first recipient too (its rule bucket replicated)" ||
+  fail "node c limits the first recipient too (its rule bucket replicated)" "got '$got'"
+
 proposed=$(total_figure a ratelimit_cluster_proposed)
-[ "$proposed" = 40 ] && pass "node a proposed its 40 requests to the stream" ||
-  fail "node a proposed its 40 requests to the stream" "ratelimit_cluster_proposed = $proposed"
+[ "$proposed" = 52 ] && pass "node a proposed its 52 requests to the stream" ||
+  fail "node a proposed its 52 requests to the stream" "ratelimit_cluster_proposed = $proposed"
 
 # Catch-up: 10 through a, a sync on a, 5 through b, kill -9 of a, 5 through
 # c, a restarted: 20 on every node, none applied twice or missed.
@@ -92,7 +115,7 @@ expect_level "node a reads 15 before its kill" replay 100 15 a
 kill -9 "${node_pid[a]}" && wait "${node_pid[a]}" 2>/dev/null
 expect_level "with node a killed, node c serves the replicated level (15)" replay 100 15 c
 check "5 calls through node c while node a is down" test "$(python3 "$rl" bucket "${rl_port[c]}" replay 100 0 5)" = "5 0 0 0"
-start_node a >"$tmp/start.out" && pass "node a restarted after kill -9" || fail "node a restarted after kill -9" "$(cat "$tmp/start.out")"
+start_node a "" "$rules" >"$tmp/start.out" && pass "node a restarted after kill -9" || fail "node a restarted after kill -9" "$(cat "$tmp/start.out")"
 expect_level "node a, restarted, reads exactly 20 (its synced 10, 10 replayed once)" replay 100 20
 expect_level "and still the shared bucket's 50" shared 50 50 a
 
@@ -105,7 +128,7 @@ snap=$("$ctl" --config "$tmp/a/shingled.conf" cluster snapshot --json 2>&1)
   fail "node a's snapshot taken (buckets and their positions in it)" "$snap"
 kill "${node_pid[c]}" && wait "${node_pid[c]}" 2>/dev/null
 rm -rf "$tmp/c/db"
-start_node c >"$tmp/start.out" && grep -q "bootstrapped from snapshot" "$tmp/c/daemon.log" &&
+start_node c "" "$rules" >"$tmp/start.out" && grep -q "bootstrapped from snapshot" "$tmp/c/daemon.log" &&
   pass "node c, wiped, bootstraps from the snapshot" ||
   fail "node c, wiped, bootstraps from the snapshot" "$(cat "$tmp/start.out"; tail -3 "$tmp/c/daemon.log")"
 expect_level "node c reads the replayed bucket (20)" replay 100 20 c

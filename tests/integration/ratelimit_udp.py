@@ -12,6 +12,9 @@ UDP client does), up to five times.
   ratelimit_udp.py message PORT KEY BURST RATE COUNT  COUNT one-shot messages
       (kind 3) with one bucket each (rspamd's arithmetic: reserve, then
       commit or release); prints "accepted limited not_stored unanswered"
+  ratelimit_udp.py envelope PORT RCPT COUNT           COUNT one-shot messages
+      (kind 1) from a@example.net to RCPT: the server's rules form the
+      buckets; prints the same four counts
 """
 import os
 import socket
@@ -57,10 +60,19 @@ def main():
             return 1
         print("%g" % struct.unpack("<d", reply[24:32])[0])
         return 0
-    key, burst, rate, count = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+    if what == "envelope":
+        rcpt, count = sys.argv[3].encode(), int(sys.argv[4])
+        key, burst, rate = "", 0.0, 0.0
+    else:
+        key, burst, rate, count = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
     tally = [0, 0, 0, 0]  # allowed/accepted, limited, not stored, unanswered
     for _ in range(count):
-        if what == "bucket":
+        if what == "envelope":
+            sender = b"a@example.net"
+            item = bytes([1, 0, 0, 1]) + struct.pack("<H", 1) + bytes([1, 0]) + struct.pack("<Q", 0) + bytes(16)
+            item += bytes([len(sender)]) + sender + bytes([0]) + bytes([len(rcpt)]) + rcpt
+            rid, d = request(1, item, 1)
+        elif what == "bucket":
             rid, d = request(2, bucket_item(3, key, burst, rate), 1)
         else:
             k = key.encode()
