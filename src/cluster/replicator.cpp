@@ -119,6 +119,9 @@ void Replicator::stop() {
   doorbell_.ring();
   if (thread_.joinable()) thread_.join();
   log_.close();
+  // A library thread may still hand over an ack: it must not find this
+  // replicator's doorbell, which goes before the log does.
+  log_.set_doorbell(nullptr);
 }
 
 bool Replicator::propose(unsigned w, uint64_t token, const ReplicatedUpdate& update) {
