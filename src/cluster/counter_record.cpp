@@ -39,14 +39,14 @@ const char* counter_record_decode_name(CounterRecordDecode d) {
   return "?";
 }
 
-void counter_message_id(const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
+void request_message_id(char kind, const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
                         char (&out)[kMessageIdSize + 1]) {
   XXH3_state_t state;
   XXH3_128bits_reset(&state);
   XXH3_128bits_update(&state, source, source_len);
   XXH3_128bits_update(&state, datagram, len);
   const XXH128_hash_t h = XXH3_128bits_digest(&state);
-  snprintf(out, sizeof out, "c%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  snprintf(out, sizeof out, "%c%016llx%016llx", kind, (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
 size_t encode_counter_record(const CounterRecordHeader& h, const CounterCall* calls, size_t n, uint8_t* out) {

@@ -78,12 +78,12 @@ enum class CounterRecordDecode : uint8_t {
 };
 const char* counter_record_decode_name(CounterRecordDecode d);
 
-// The message id a request's record is published under: "c" and the
-// 128-bit XXH3 of the client's source (address and port, as `source`
-// bytes) and the datagram as it arrived, so that a resend (the same bytes
-// from the same source) is stored once, while the same bytes from two
-// clients are two requests.
-void counter_message_id(const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
+// The message id a request's record is published under: `kind` ('c' for
+// counters, 'b' for rate-limit buckets) and the 128-bit XXH3 of the
+// client's source (address and port, as `source` bytes) and the datagram
+// as it arrived, so that a resend (the same bytes from the same source) is
+// stored once, while the same bytes from two clients are two requests.
+void request_message_id(char kind, const uint8_t* source, size_t source_len, const uint8_t* datagram, size_t len,
                         char (&out)[kMessageIdSize + 1]);
 
 // Writes the header and `n` calls (1..kMaxCounterCalls) into `out` (at

@@ -159,7 +159,7 @@ void CounterHandler::propose_increments(const RxPacket& p, const PeerKey& source
     h.accept_ms = uint64_t(std::max<int64_t>(now.unix_ms, 0));
     h.calls = uint16_t(count);
     char id[cluster::kMessageIdSize + 1];
-    cluster::counter_message_id(source.bytes, sizeof source.bytes, p.data, p.len, id);
+    cluster::request_message_id('c', source.bytes, sizeof source.bytes, p.data, p.len, id);
     proposed = link_.cluster->propose_counters(link_.self, token_of(slot, router_.generation(slot)), h, calls,
                                                count, id);
     if (!proposed) stats_.cluster_refused.add();

@@ -451,8 +451,7 @@ bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, co
   char id[cluster::kMessageIdSize + 1] = "";
   if (first) {
     const PeerKey source = peer_key(p->peer);
-    cluster::counter_message_id(source.bytes, sizeof source.bytes, p->data, p->len, id);
-    id[0] = 'b';
+    cluster::request_message_id('b', source.bytes, sizeof source.bytes, p->data, p->len, id);
   }
   const uint64_t token = first ? token_of(slot, h.generation) : kUnawaited;
   if (!link_.cluster->propose_buckets(link_.self, token, h, record_calls_.data(), which.size(), id)) {
