@@ -49,6 +49,15 @@ inline void seq_write_end(std::atomic<uint32_t>& version, uint32_t begun_at, uin
   version.store((begun_at + kSeqStep) | set_flag, std::memory_order_release);
 }
 
+// The same for a word whose bits outside `sequence_mask` (a mask of bits
+// 3 and up) are the owner's own data rather than sequence: the sequence
+// wraps within the mask instead of carrying into them, and they are kept.
+inline void seq_write_end_within(std::atomic<uint32_t>& version, uint32_t begun_at,
+                                 uint32_t sequence_mask, uint32_t set_bits = 0) {
+  const uint32_t next = ((begun_at + kSeqStep) & sequence_mask) | (begun_at & ~sequence_mask);
+  version.store(next | set_bits, std::memory_order_release);
+}
+
 // Reader side: returns the version to compare later, or an odd value when a
 // write is in progress (the caller retries).
 inline uint32_t seq_read_begin(const std::atomic<uint32_t>& version) {

@@ -88,7 +88,8 @@ unsigned ShingleIndex::key_lanes(const Bucket& b, uint16_t tag) {
 ShingleIndex::Bucket* ShingleIndex::key_bucket(uint64_t hash, uint16_t tag) {
   Bucket& first = buckets_[home(hash)];
   if (key_lanes(first, tag) != 0) return &first;
-  const uint32_t flags = first.version.load(std::memory_order_relaxed);
+  const uint32_t version = first.version.load(std::memory_order_relaxed);
+  const uint32_t flags = (version & overflow_bit(hash)) != 0 ? version : 0;
   if (flags & kSeqFlagA) {
     Bucket& second = buckets_[home2(hash)];
     if (key_lanes(second, tag) != 0) return &second;
@@ -107,13 +108,13 @@ bool ShingleIndex::place_new(uint64_t hash, uint16_t tag, uint32_t ref) {
   if (put(first, tag, ref)) return true;
   Bucket& second = buckets_[home2(hash)];
   if (first_free(second) >= 0) {
-    flag(first, kSeqFlagA);
+    flag(first, kSeqFlagA | overflow_bit(hash));
     return put(second, tag, ref);
   }
   size_t bi = stash_home(hash);
   for (unsigned p = 0; p < kStashProbe; ++p, bi = stash_next(bi)) {
     if (first_free(buckets_[bi]) < 0) continue;
-    flag(first, kSeqFlagB);
+    flag(first, kSeqFlagB | overflow_bit(hash));
     return put(buckets_[bi], tag, ref);
   }
   return false;
@@ -125,27 +126,27 @@ bool ShingleIndex::put(Bucket& b, uint16_t tag, uint32_t ref) {
   const uint32_t v = seq_write_begin(b.version);
   shared_store(b.tags[w], tag);
   shared_store(b.refs[w], ref);
-  seq_write_end(b.version, v);
+  end_write(b, v);
   return true;
 }
 
 void ShingleIndex::set_ref(Bucket& b, unsigned way, uint32_t ref) {
   const uint32_t v = seq_write_begin(b.version);
   shared_store(b.refs[way], ref);
-  seq_write_end(b.version, v);
+  end_write(b, v);
 }
 
-void ShingleIndex::flag(Bucket& b, uint32_t flag) {
-  if (b.version.load(std::memory_order_relaxed) & flag) return;
+void ShingleIndex::flag(Bucket& b, uint32_t bits) {
+  if ((b.version.load(std::memory_order_relaxed) & bits) == bits) return;
   const uint32_t v = seq_write_begin(b.version);
-  seq_write_end(b.version, v, flag);
+  end_write(b, v, bits);
 }
 
 void ShingleIndex::clear_entry(Bucket& b, unsigned way) {
   const uint32_t v = seq_write_begin(b.version);
   shared_store(b.refs[way], 0u);
   shared_store(b.tags[way], uint16_t{0});
-  seq_write_end(b.version, v);
+  end_write(b, v);
 }
 
 }  // namespace shingled

@@ -137,6 +137,62 @@ TEST(ShingleIndex, every_lane_of_a_full_bucket_is_found_and_other_tags_miss) {
   EXPECT_EQ(idx.lookup(same_bucket_key(11, 0x0777)), 111u);
 }
 
+// A first bucket that overflowed sends on only the lookups whose filter bit
+// (bits 48..51 of the key) an overflowed key set: a miss with another bit
+// stops at the first line. The filter lives above the bucket's seqlock
+// sequence, which wraps below it: 20,000 writes to the bucket later, the
+// filter and the overflowed key are as they were.
+TEST(ShingleIndex, an_overflow_sends_on_only_lookups_with_its_filter_bit) {
+  ShingleIndex idx(2);
+  const auto key_in_bucket_0 = [](uint64_t nibble, uint64_t i, uint16_t tag) {
+    return nibble << 48 | i << 16 | tag;
+  };
+  for (unsigned w = 0; w < ShingleIndex::kWays; ++w) {
+    ASSERT_EQ(idx.insert(key_in_bucket_0(3, w + 1, uint16_t(0x100 + w)), 100 + w), Outcome::added);
+  }
+  const uint64_t overflowed = key_in_bucket_0(5, 11, 0x0777);
+  ASSERT_EQ(idx.first_bucket(overflowed), idx.first_bucket(key_in_bucket_0(3, 1, 0x100)));
+  ASSERT_EQ(idx.insert(overflowed, 111), Outcome::added);
+  const auto flags_of_miss = [&](uint64_t k) {
+    uint32_t flags = 0, more[ShingleIndex::kMaxCandidates];
+    unsigned n_more = 0;
+    EXPECT_EQ(ShingleIndex::probe_bucket(idx.first_bucket(k), k, flags, more, n_more), 0u);
+    return flags;
+  };
+  EXPECT_NE(flags_of_miss(overflowed), 0u) << "the overflowed key is looked for further on";
+  EXPECT_NE(flags_of_miss(key_in_bucket_0(5, 12, 0x0888)), 0u) << "so is any key with its bit";
+  for (uint64_t nibble : {0, 3, 4, 6, 15}) {
+    EXPECT_EQ(flags_of_miss(key_in_bucket_0(nibble, 12, 0x0888)), 0u) << "nibble " << nibble;
+    EXPECT_EQ(idx.lookup(key_in_bucket_0(nibble, 12, 0x0888)), 0u);
+  }
+  EXPECT_EQ(idx.lookup(overflowed), 111u);
+
+  // Free lane 9, then fill and clear it 10,000 times: 20,000 writes to the
+  // first bucket, its sequence wrapping twice.
+  size_t cleared = 0;
+  const auto sweep_all = [&](uint32_t dead_from) {
+    size_t cursor = 0;
+    while (!idx.sweep_slice(cursor, 64, [dead_from](uint32_t r) { return r >= dead_from; }, cleared)) {
+    }
+  };
+  sweep_all(109);  // lane 9 of the first bucket and the overflowed key
+  for (uint32_t round = 0; round < 10'000; ++round) {
+    ASSERT_EQ(idx.insert(key_in_bucket_0(3, 10, 0x109), 1000 + round), Outcome::added);
+    ASSERT_EQ(idx.first_bucket(key_in_bucket_0(3, 10, 0x109)), idx.first_bucket(overflowed));
+    sweep_all(1000);
+  }
+  EXPECT_EQ(cleared, 2u + 10'000u);
+  ASSERT_EQ(idx.insert(key_in_bucket_0(3, 10, 0x109), 7), Outcome::added);
+  EXPECT_EQ(idx.lookup(key_in_bucket_0(3, 10, 0x109)), 7u);
+  for (unsigned w = 0; w + 1 < ShingleIndex::kWays; ++w) {
+    EXPECT_EQ(idx.lookup(key_in_bucket_0(3, w + 1, uint16_t(0x100 + w))), 100 + w);
+  }
+  EXPECT_NE(flags_of_miss(key_in_bucket_0(5, 12, 0x0888)), 0u) << "the filter bit survives the wraps";
+  for (uint64_t nibble : {0, 3, 4, 6, 15}) {
+    EXPECT_EQ(flags_of_miss(key_in_bucket_0(nibble, 12, 0x0888)), 0u) << "no other bit appeared";
+  }
+}
+
 TEST(ShingleIndex, fills_to_capacity_with_every_key_found) {
   const size_t n = 10'000;
   ShingleIndex idx(size_t(n / 0.85));
