@@ -12,6 +12,7 @@
 
 #include "common/net_address.h"
 #include "store/ratelimit_settings.h"
+#include "store/table_memory.h"
 
 namespace shingled {
 
@@ -163,6 +164,7 @@ struct Config {
   uint64_t sync_memory_limit = 0;  // pending changes' memory that starts a sync early
   uint64_t max_hashes = 0;  // capacity of the digest table
   uint64_t max_memory = 0;  // or: capacity from a RAM budget (bytes); 0 = unset
+  HugePages huge_pages = HugePages::transparent;  // pages for the fuzzy tables
 
   // Shingle counters (shingled's own option names); no listener = off.
   std::vector<ListenAddress> counters_bind_sockets;

@@ -67,6 +67,16 @@ bool apply_io(const UclNode& m, OptionParser& p) {
   return true;
 }
 
+bool apply_huge_pages(const UclNode& m, OptionParser& p) {
+  for (HugePages pages : {HugePages::transparent, HugePages::pages_2m, HugePages::pages_1g}) {
+    if (m.text == huge_pages_name(pages)) {
+      p.config().huge_pages = pages;
+      return true;
+    }
+  }
+  return p.fail(m.line, "huge_pages: '" + m.text + "' is not \"transparent\", \"2m\" or \"1g\"");
+}
+
 bool apply_reply_codes(const UclNode& m, OptionParser& p) {
   if (m.text == "current") {
     p.config().reply_codes = FuzzyReplyCodes::current;
@@ -517,6 +527,7 @@ std::string show_workers(const Config& c) {
 std::string show_io(const Config& c) {
   return c.io == IoBackendKind::uring ? "uring" : c.io == IoBackendKind::recvmmsg ? "recvmmsg" : "dpdk";
 }
+std::string show_huge_pages(const Config& c) { return huge_pages_name(c.huge_pages); }
 std::string show_dpdk_rss(const Config& c) {
   switch (c.dpdk_rss) {
     case DpdkRss::port: return "port";
@@ -704,6 +715,11 @@ const OptionRow kRows[] = {
     {"max_memory", {}, OptionKind::size, uint64_t(1) << 20, kNoLimit, nullptr, "(unset)",
      "instead of max_hashes: a RAM budget for the tables; the capacity is the largest that fits",
      &Config::max_memory},
+    {"huge_pages", {}, OptionKind::choice, 0, 0, "transparent", nullptr,
+     "pages for the fuzzy tables: transparent (the kernel's transparent huge pages where it has "
+     "them), 2m or 1g (hugetlb pages reserved beforehand, every table in one mapping; 1g keeps a "
+     "store of many GiB within the TLB's reach; too few free stops the daemon at start)",
+     {}, apply_huge_pages, show_huge_pages},
     // Engine.
     {"workers", {}, OptionKind::count, 0, kMaxWorkers, "auto", "auto (one per core)",
      "worker threads, one per allowed CPU with auto", {}, apply_workers, show_workers},

@@ -299,7 +299,14 @@ std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config, StoreOpti
              static_cast<unsigned long long>(so.max_hashes));
   }
   so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
-  return allocate<FuzzyStore>(so, "the store", "max_hashes", config.max_hashes);
+  so.huge_pages = config.huge_pages;
+  std::unique_ptr<FuzzyStore> store = allocate<FuzzyStore>(so, "the store", "max_hashes", so.max_hashes);
+  if (store != nullptr && so.huge_pages != HugePages::transparent) {
+    LOG_INFO("fuzzy tables: %llu MiB in %s pages, one mapping",
+             static_cast<unsigned long long>(FuzzyStore::arena_bytes_for(so.max_hashes) >> 20),
+             huge_pages_name(so.huge_pages));
+  }
+  return store;
 }
 
 // The counter store when the counter service listens anywhere, else null.

@@ -21,18 +21,23 @@ size_t main_buckets(size_t records, unsigned ways) { return std::max<size_t>(2, 
 size_t stash_buckets(size_t main, unsigned probe) { return std::max<size_t>(probe, main / 32); }
 }  // namespace
 
-size_t DigestTable::bytes_for(size_t records, size_t extra_blocks) {
+size_t DigestTable::mapped_bytes_for(size_t records) {
   const size_t main = main_buckets(records, kWays);
-  return (main + stash_buckets(main, kStashProbe)) * (sizeof(Bucket) + kWays * sizeof(PrintRow)) +
+  return (main + stash_buckets(main, kStashProbe)) * (sizeof(Bucket) + kWays * sizeof(PrintRow));
+}
+
+size_t DigestTable::bytes_for(size_t records, size_t extra_blocks) {
+  return mapped_bytes_for(records) +
          std::max<size_t>(16, extra_blocks) * (sizeof(ExtraFlags) + sizeof(uint32_t));
 }
 
-DigestTable::DigestTable(size_t records, size_t extra_blocks) {
+DigestTable::DigestTable(size_t records, size_t extra_blocks, TableArena* arena) {
   bucket_count_ = main_buckets(records, kWays);
   stash_count_ = stash_buckets(bucket_count_, kStashProbe);
   // One mapping for the buckets and the print rows after them: the mapping
   // is rounded up to whole huge pages, once rather than twice.
-  void* table = allocate_table_memory(mapped_bytes());
+  own_mapping_ = arena == nullptr;
+  void* table = own_mapping_ ? allocate_table_memory(mapped_bytes()) : arena->take(mapped_bytes());
   if (table == nullptr) throw std::bad_alloc();
   buckets_ = static_cast<Bucket*>(table);
   prints_ = reinterpret_cast<PrintRow*>(static_cast<char*>(table) + total_buckets() * sizeof(Bucket));
@@ -41,7 +46,9 @@ DigestTable::DigestTable(size_t records, size_t extra_blocks) {
   for (size_t i = extra_.size(); i-- > 0;) extra_free_.push_back(static_cast<uint32_t>(i));
 }
 
-DigestTable::~DigestTable() { free_table_memory(buckets_, mapped_bytes()); }
+DigestTable::~DigestTable() {
+  if (own_mapping_) free_table_memory(buckets_, mapped_bytes());
+}
 
 size_t DigestTable::mapped_bytes() const {
   static_assert(sizeof(Bucket) % alignof(PrintRow) == 0, "the rows follow the buckets aligned");

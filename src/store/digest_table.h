@@ -17,6 +17,7 @@
 #include "shingled/fuzzy_wire.h"
 #include "store/fuzzy_record.h"
 #include "store/seqlock.h"
+#include "store/table_memory.h"
 #include "wire/fuzzy_reply.h"
 
 namespace shingled {
@@ -38,14 +39,17 @@ class DigestTable {
   enum class WriteStatus { created, updated, full };
 
   // Room for at least `records` records; `extra_blocks` records may hold
-  // more than one flag at a time.
-  DigestTable(size_t records, size_t extra_blocks);
+  // more than one flag at a time. The buckets and print rows come from
+  // `arena` when given (reserved huge pages), else a mapping of their own.
+  DigestTable(size_t records, size_t extra_blocks, TableArena* arena = nullptr);
   ~DigestTable();
   DigestTable(const DigestTable&) = delete;
   DigestTable& operator=(const DigestTable&) = delete;
 
-  // Bytes the constructor allocates for these arguments.
+  // Bytes the constructor allocates for these arguments, and the part of
+  // them that is the mapping (what it takes from an arena).
   static size_t bytes_for(size_t records, size_t extra_blocks);
+  static size_t mapped_bytes_for(size_t records);
 
   uint32_t slot_count() const { return static_cast<uint32_t>((bucket_count_ + stash_count_) * kWays); }
   size_t total_buckets() const { return bucket_count_ + stash_count_; }  // stash included
@@ -157,6 +161,7 @@ class DigestTable {
   int32_t saturating_add(int32_t a, int32_t b);
 
   Bucket* buckets_ = nullptr;
+  bool own_mapping_ = true;     // false: the arena's, unmapped with it
   PrintRow* prints_ = nullptr;  // one row per slot
   size_t bucket_count_ = 0;  // main buckets; the stash follows them
   size_t stash_count_ = 0;

@@ -44,9 +44,14 @@ FuzzyStore::FuzzyStore(const StoreOptions& options)
   if (sz.records * 17 / 16 >= (size_t(1) << slot_bits_) - 1) {
     throw std::invalid_argument("max_hashes too large");
   }
+  if (options_.huge_pages != HugePages::transparent) {
+    arena_ = std::make_unique<TableArena>(arena_bytes_for(options_.max_hashes, shard_bits_),
+                                          options_.huge_pages);
+  }
   shards_.reserve(shard_count());
   for (unsigned s = 0; s < shard_count(); ++s) {
-    shards_.push_back(std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries));
+    shards_.push_back(
+        std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries, arena_.get()));
     indexes_.push_back(&shards_.back()->index);
   }
 }
@@ -54,6 +59,13 @@ FuzzyStore::FuzzyStore(const StoreOptions& options)
 size_t FuzzyStore::table_bytes_for(uint64_t max_hashes, unsigned shard_bits) {
   const ShardSizing sz = shard_sizing(max_hashes, shard_bits);
   return (DigestTable::bytes_for(sz.records, sz.extra_blocks) + ShingleIndex::bytes_for(sz.index_entries))
+         << shard_bits;
+}
+
+size_t FuzzyStore::arena_bytes_for(uint64_t max_hashes, unsigned shard_bits) {
+  const ShardSizing sz = shard_sizing(max_hashes, shard_bits);
+  return (TableArena::footprint(DigestTable::mapped_bytes_for(sz.records)) +
+          TableArena::footprint(ShingleIndex::bytes_for(sz.index_entries)))
          << shard_bits;
 }
 

@@ -38,6 +38,10 @@ struct StoreOptions {
   unsigned shard_bits = 6;                    // 64 shards
   uint32_t expire_seconds = 90u * 24 * 3600;
   KeyHashSecrets secrets = random_key_hash_secrets();
+  // Where the tables live (table_memory.h); with reserved huge pages all
+  // shards' tables share one mapping, and the constructor throws
+  // std::runtime_error (saying how to reserve them) when there are too few.
+  HugePages huge_pages = HugePages::transparent;
 };
 
 struct CheckResult {
@@ -72,6 +76,10 @@ class FuzzyStore {
   // Table bytes a store for `max_hashes` allocates, and the largest
   // max_hashes whose tables fit in `bytes` (for the `max_memory` option).
   static size_t table_bytes_for(uint64_t max_hashes, unsigned shard_bits = 6);
+  // Bytes of the one mapping all tables share with reserved huge pages
+  // (before rounding to whole pages).
+  static size_t arena_bytes_for(uint64_t max_hashes, unsigned shard_bits = 6);
+  HugePages huge_pages() const { return options_.huge_pages; }
   static uint64_t hashes_for_memory(uint64_t bytes, unsigned shard_bits = 6);
 
   unsigned shard_count() const { return 1u << shard_bits_; }
@@ -178,8 +186,8 @@ class FuzzyStore {
 
  private:
   struct Shard {
-    Shard(size_t records, size_t extra, size_t index_entries)
-        : digests(records, extra), index(index_entries) {}
+    Shard(size_t records, size_t extra, size_t index_entries, TableArena* arena)
+        : digests(records, extra, arena), index(index_entries, arena) {}
     DigestTable digests;
     ShingleIndex index;
     size_t digest_cursor = 0;
@@ -225,6 +233,7 @@ class FuzzyStore {
   StoreOptions options_;
   unsigned shard_bits_;
   unsigned slot_bits_;
+  std::unique_ptr<TableArena> arena_;  // reserved huge pages; outlives the shards
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<const ShingleIndex*> indexes_;  // shards_[s]->index, one load closer
   std::atomic<uint64_t> stored_{0};

@@ -23,16 +23,17 @@ size_t ShingleIndex::bytes_for(size_t entries) {
   return (main + stash_buckets(main, kStashProbe)) * sizeof(Bucket);
 }
 
-ShingleIndex::ShingleIndex(size_t entries) {
+ShingleIndex::ShingleIndex(size_t entries, TableArena* arena) {
   bucket_count_ = main_buckets(entries, kWays);
   stash_count_ = stash_buckets(bucket_count_, kStashProbe);
-  buckets_ = static_cast<Bucket*>(
-      allocate_table_memory((bucket_count_ + stash_count_) * sizeof(Bucket)));
+  own_mapping_ = arena == nullptr;
+  const size_t bytes = (bucket_count_ + stash_count_) * sizeof(Bucket);
+  buckets_ = static_cast<Bucket*>(own_mapping_ ? allocate_table_memory(bytes) : arena->take(bytes));
   if (buckets_ == nullptr) throw std::bad_alloc();
 }
 
 ShingleIndex::~ShingleIndex() {
-  free_table_memory(buckets_, (bucket_count_ + stash_count_) * sizeof(Bucket));
+  if (own_mapping_) free_table_memory(buckets_, (bucket_count_ + stash_count_) * sizeof(Bucket));
 }
 
 size_t ShingleIndex::memory_bytes() const {

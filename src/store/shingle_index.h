@@ -42,6 +42,7 @@
 #include <cstdint>
 
 #include "store/seqlock.h"
+#include "store/table_memory.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -63,7 +64,9 @@ class ShingleIndex {
     dropped,   // a new key and no room anywhere: not indexed
   };
 
-  explicit ShingleIndex(size_t entries);
+  // Room for `entries`; the buckets come from `arena` when given (reserved
+  // huge pages), else a mapping of their own.
+  explicit ShingleIndex(size_t entries, TableArena* arena = nullptr);
   ~ShingleIndex();
   ShingleIndex(const ShingleIndex&) = delete;
   ShingleIndex& operator=(const ShingleIndex&) = delete;
@@ -183,6 +186,7 @@ class ShingleIndex {
   void clear_entry(Bucket& b, unsigned way);
 
   Bucket* buckets_ = nullptr;
+  bool own_mapping_ = true;  // false: the arena's, unmapped with it
   size_t bucket_count_ = 0;  // main buckets; the stash follows them
   size_t stash_count_ = 0;
 };

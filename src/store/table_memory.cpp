@@ -3,7 +3,13 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
 
 namespace shingled {
 
@@ -53,6 +59,84 @@ void* allocate_table_memory(size_t bytes, bool populate) {
 
 void free_table_memory(void* p, size_t bytes) {
   if (p != nullptr) munmap(p, mapped_length(bytes));
+}
+
+namespace {
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+
+size_t page_bytes(HugePages pages) {
+  switch (pages) {
+    case HugePages::pages_2m: return size_t(2) << 20;
+    case HugePages::pages_1g: return size_t(1) << 30;
+    case HugePages::transparent: break;
+  }
+  return 4096;
+}
+
+// The hugetlb pool of that size, as the kernel counts it.
+std::string pool_dir(HugePages pages) {
+  return std::string("/sys/kernel/mm/hugepages/hugepages-") +
+         (pages == HugePages::pages_1g ? "1048576kB" : "2048kB");
+}
+
+long pool_value(HugePages pages, const char* file) {
+  std::ifstream in(pool_dir(pages) + "/" + file);
+  long value = -1;
+  in >> value;
+  return in ? value : -1;
+}
+
+}  // namespace
+
+TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
+  const size_t page = page_bytes(pages);
+  length_ = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
+  if (pages != HugePages::transparent) {
+    const int shift = pages == HugePages::pages_1g ? 30 : 21;
+    flags |= MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
+  }
+  void* p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    std::string why = std::string("huge_pages = ") + huge_pages_name(pages) + ": cannot map " +
+                      std::to_string(length_ >> 20) + " MiB";
+    if (pages == HugePages::transparent) throw std::runtime_error(why + ": " + strerror(err));
+    const size_t needed = length_ / page;
+    const long free_pages = pool_value(pages, "free_hugepages");
+    const long total = pool_value(pages, "nr_hugepages");
+    why += " (" + std::to_string(needed) + " pages of " +
+           (pages == HugePages::pages_1g ? std::string("1 GiB") : std::string("2 MiB")) + "): ";
+    if (free_pages < 0) {
+      why += "this kernel has no pool of that page size (" + pool_dir(pages) + ")";
+    } else {
+      const long more = std::max(1L, long(needed) - free_pages);
+      why += "the kernel has " + std::to_string(free_pages) + " free of " + std::to_string(total) +
+             " reserved; reserve at least " + std::to_string(more) + " more with `echo " +
+             std::to_string(total + more) + " > " + pool_dir(pages) + "/nr_hugepages`" +
+             (pages == HugePages::pages_1g ? " or hugepagesz=1G hugepages=N on the kernel command line"
+                                           : std::string()) +
+             ", or set huge_pages = transparent";
+    }
+    throw std::runtime_error(why);
+  }
+  base_ = static_cast<char*>(p);
+  if (pages == HugePages::transparent) madvise(base_, length_, MADV_HUGEPAGE);
+}
+
+TableArena::~TableArena() {
+  if (base_ != nullptr) munmap(base_, length_);
+}
+
+void* TableArena::take(size_t bytes) {
+  const size_t need = footprint(bytes);
+  if (need > length_ - used_) return nullptr;
+  void* p = base_ + used_;
+  used_ += need;
+  return p;
 }
 
 }  // namespace shingled

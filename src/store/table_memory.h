@@ -12,9 +12,60 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace shingled {
+
+// Which pages hold the fuzzy store's tables (the `huge_pages` option).
+// transparent: the kernel's transparent huge pages where it has them (2 MiB,
+// as below). pages_2m, pages_1g: hugetlb pages the operator reserved, the
+// whole store in one mapping (TableArena). A CHECK's ~20 random lines each
+// need a TLB entry: with 2 MiB pages the TLB covers about 2 GiB, and past
+// that a 4 GiB table fetched 18M random lines a second on this machine's
+// core against 40-46M within 2 GiB; 1 GiB pages keep the whole of a large
+// store within reach (bench/RESULTS.md).
+enum class HugePages : uint8_t { transparent, pages_2m, pages_1g };
+// "transparent", "2m", "1g": the option's words (inline: the config reads them).
+inline const char* huge_pages_name(HugePages pages) {
+  switch (pages) {
+    case HugePages::pages_2m: return "2m";
+    case HugePages::pages_1g: return "1g";
+    case HugePages::transparent: break;
+  }
+  return "transparent";
+}
+
+// One mapping of reserved huge pages carved into tables, so that a 1 GiB
+// page holds many shards' tables instead of one each. Tables taken from it
+// are zeroed and never given back one by one: the arena unmaps the whole at
+// its end, after the tables that live in it.
+class TableArena {
+ public:
+  static constexpr size_t kAlignment = 4096;
+  // Maps `bytes` rounded up to whole pages of `pages`, every page faulted in
+  // now. Throws std::runtime_error saying how many pages are needed, how
+  // many the kernel has free, and how to reserve them, when it refuses.
+  // transparent: ordinary pages (tests of the carving).
+  TableArena(size_t bytes, HugePages pages);
+  ~TableArena();
+  TableArena(const TableArena&) = delete;
+  TableArena& operator=(const TableArena&) = delete;
+
+  // The next `bytes`, aligned to kAlignment; nullptr past the end.
+  void* take(size_t bytes);
+  size_t mapped_bytes() const { return length_; }
+  size_t used_bytes() const { return used_; }
+  HugePages pages() const { return pages_; }
+  // What take() uses of the arena for a table of `bytes`.
+  static size_t footprint(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+ private:
+  char* base_ = nullptr;
+  size_t length_ = 0;
+  size_t used_ = 0;
+  HugePages pages_;
+};
 
 // Returns zeroed memory or nullptr when the kernel refuses. `populate`
 // faults every page in now (tables allocated whole at start: the first
