@@ -3,6 +3,11 @@
 // hashes with 32 shingles each: exact hits, near-duplicates found by shingle
 // vote (24 of 32 shared), and misses. Queries run in bursts of 32 through
 // check_batch, as a worker runs them. Also reports table RAM per stored hash.
+//
+// Environment: SHINGLED_BENCH_MAX (skip larger sizes), SHINGLED_BENCH_SIZES
+// (a comma list replacing the sizes), SHINGLED_BENCH_HUGE_PAGES
+// (transparent, 2m or 1g: the `huge_pages` option; the reserved kinds need
+// their pages free).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -11,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../tests/unit/store_test_support.h"
 #include "store/fuzzy_store.h"
@@ -46,6 +53,11 @@ Loaded& store_with(uint64_t n) {
   const size_t rss_before = rss_bytes();
   StoreOptions o;
   o.max_hashes = n;
+  if (const char* pages = std::getenv("SHINGLED_BENCH_HUGE_PAGES")) {
+    for (HugePages kind : {HugePages::transparent, HugePages::pages_2m, HugePages::pages_1g}) {
+      if (std::string(pages) == huge_pages_name(kind)) o.huge_pages = kind;
+    }
+  }
   l.store = std::make_unique<FuzzyStore>(o);
   FuzzyStore& s = *l.store;
   const auto t0 = std::chrono::steady_clock::now();
@@ -107,7 +119,13 @@ int main(int argc, char** argv) {
   using namespace shingled;
   const char* cap = std::getenv("SHINGLED_BENCH_MAX");
   const int64_t max = cap ? std::stoll(cap) : 10'000'000;
-  for (int64_t n : {1'000LL, 100'000LL, 1'000'000LL, 10'000'000LL}) {
+  std::vector<int64_t> sizes = {1'000LL, 100'000LL, 1'000'000LL, 10'000'000LL};
+  if (const char* list = std::getenv("SHINGLED_BENCH_SIZES")) {
+    sizes.clear();
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) sizes.push_back(std::stoll(item));
+  }
+  for (int64_t n : sizes) {
     if (n > max) continue;
     benchmark::RegisterBenchmark("check_exact_hit", BM_check_exact_hit)->Arg(n)->MinTime(1.0);
     benchmark::RegisterBenchmark("check_shingle_hit", BM_check_shingle_hit)->Arg(n)->MinTime(1.0);

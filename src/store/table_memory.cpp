@@ -94,17 +94,19 @@ long pool_value(HugePages pages, const char* file) {
 TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
   const size_t page = page_bytes(pages);
   length_ = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
-  if (pages != HugePages::transparent) {
-    const int shift = pages == HugePages::pages_1g ? 30 : 21;
-    flags |= MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
+  if (pages == HugePages::transparent) {  // as a table of its own would be mapped
+    base_ = static_cast<char*>(allocate_table_memory(length_));
+    if (base_ == nullptr) {
+      throw std::runtime_error("cannot map " + std::to_string(length_ >> 20) + " MiB: " + strerror(errno));
+    }
+    return;
   }
+  const int shift = pages == HugePages::pages_1g ? 30 : 21;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
   void* p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) {
-    const int err = errno;
     std::string why = std::string("huge_pages = ") + huge_pages_name(pages) + ": cannot map " +
                       std::to_string(length_ >> 20) + " MiB";
-    if (pages == HugePages::transparent) throw std::runtime_error(why + ": " + strerror(err));
     const size_t needed = length_ / page;
     const long free_pages = pool_value(pages, "free_hugepages");
     const long total = pool_value(pages, "nr_hugepages");
@@ -124,11 +126,14 @@ TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
     throw std::runtime_error(why);
   }
   base_ = static_cast<char*>(p);
-  if (pages == HugePages::transparent) madvise(base_, length_, MADV_HUGEPAGE);
 }
 
 TableArena::~TableArena() {
-  if (base_ != nullptr) munmap(base_, length_);
+  if (pages_ == HugePages::transparent) {
+    free_table_memory(base_, length_);
+  } else if (base_ != nullptr) {
+    munmap(base_, length_);
+  }
 }
 
 void* TableArena::take(size_t bytes) {
