@@ -32,7 +32,7 @@ namespace {
 constexpr size_t kRecordBatch = 16;           // records restored together
 constexpr uint64_t kRecordsPerSlice = 4'000;  // pass 2: records one thread takes per round
                                              // (its entries stay in cache: ~2 MiB)
-constexpr size_t kPrefetchAhead = 8;          // index inserts in flight
+constexpr size_t kPrefetchAhead = 24;         // index inserts in flight (8: ~9 % slower)
 
 uint64_t load_u64(const char* p) {
   uint64_t v;
@@ -139,17 +139,36 @@ std::string slice_bound(uint64_t i, uint64_t n) {
 void route_slice(SharedState& s, unsigned t, uint64_t slice, uint64_t slices) {
   auto& out = s.outbox[t];
   for (auto& v : out) v.clear();
-  const auto add_record = [&](const uint8_t* digest, const char* shingles) {
-    const uint32_t ref = s.store.find_ref(s.store.digest_hash(digest), digest);
-    if (ref == 0) return;  // not loaded (expired or undecodable)
-    uint64_t values[kFuzzyRecordShingles];
-    for (unsigned k = 0; k < kFuzzyRecordShingles; ++k) values[k] = load_u64(shingles + 8 * k);
-    uint64_t keys[FuzzyStore::kIndexKeys];
-    s.store.index_keys(values, keys);
-    for (const uint64_t key : keys) {
-      const unsigned shard = s.store.shard_of(key);
-      out[s.owner[shard]].push_back(IndexEntry{key, ref, shard});
+  // Records are taken kRecordBatch at a time: each one's digest buckets are
+  // prefetched as it is read, and its ref looked up only when the batch is
+  // full, so the lookups' misses overlap instead of stalling one by one.
+  struct Routed {
+    uint64_t hash;
+    uint8_t digest[kFuzzyDigestBytes];  // a copy: the last batch outlives the walk
+    uint64_t shingles[kFuzzyRecordShingles];
+  };
+  Routed batch[kRecordBatch];
+  size_t batched = 0;
+  const auto route_batch = [&] {
+    for (size_t i = 0; i < batched; ++i) {
+      const uint32_t ref = s.store.find_ref(batch[i].hash, batch[i].digest);
+      if (ref == 0) continue;  // not loaded (expired or undecodable)
+      uint64_t keys[FuzzyStore::kIndexKeys];
+      s.store.index_keys(batch[i].shingles, keys);
+      for (const uint64_t key : keys) {
+        const unsigned shard = s.store.shard_of(key);
+        out[s.owner[shard]].push_back(IndexEntry{key, ref, shard});
+      }
     }
+    batched = 0;
+  };
+  const auto add_record = [&](const uint8_t* digest, const char* shingles) {
+    Routed& r = batch[batched++];
+    r.hash = s.store.digest_hash(digest);
+    std::memcpy(r.digest, digest, kFuzzyDigestBytes);
+    s.store.prefetch_digest(r.hash);
+    for (unsigned k = 0; k < kFuzzyRecordShingles; ++k) r.shingles[k] = load_u64(shingles + 8 * k);
+    if (batched == kRecordBatch) route_batch();
   };
   std::string error;
   const std::string from = slice == 0 ? std::string() : slice_bound(slice, slices);
@@ -169,6 +188,7 @@ void route_slice(SharedState& s, unsigned t, uint64_t slice, uint64_t slices) {
         return true;
       },
       error);
+  route_batch();
   if (s.progress != nullptr) s.progress->walked.fetch_add(walked, std::memory_order_relaxed);
   if (!ok) s.fail(error);
 }
