@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -54,8 +55,16 @@ Loaded& store_with(uint64_t n) {
   StoreOptions o;
   o.max_hashes = n;
   if (const char* pages = std::getenv("SHINGLED_BENCH_HUGE_PAGES")) {
+    bool known = false;
     for (HugePages kind : {HugePages::transparent, HugePages::pages_2m, HugePages::pages_1g}) {
-      if (std::string(pages) == huge_pages_name(kind)) o.huge_pages = kind;
+      if (std::string(pages) == huge_pages_name(kind)) {
+        o.huge_pages = kind;
+        known = true;
+      }
+    }
+    if (!known) {
+      fprintf(stderr, "SHINGLED_BENCH_HUGE_PAGES=%s: not transparent, 2m or 1g\n", pages);
+      std::exit(2);
     }
   }
   l.store = std::make_unique<FuzzyStore>(o);

@@ -301,9 +301,9 @@ std::unique_ptr<FuzzyStore> allocate_fuzzy_store(const Config& config, StoreOpti
   so.expire_seconds = static_cast<uint32_t>(std::min<uint64_t>(config.expire_seconds, UINT32_MAX));
   so.huge_pages = config.huge_pages;
   std::unique_ptr<FuzzyStore> store = allocate<FuzzyStore>(so, "the store", "max_hashes", so.max_hashes);
-  if (store != nullptr && so.huge_pages != HugePages::transparent) {
+  if (store != nullptr && store->arena_mapped_bytes() != 0) {
     LOG_INFO("fuzzy tables: %llu MiB in %s pages, one mapping",
-             static_cast<unsigned long long>(FuzzyStore::arena_bytes_for(so.max_hashes) >> 20),
+             static_cast<unsigned long long>(store->arena_mapped_bytes() >> 20),
              huge_pages_name(so.huge_pages));
   }
   return store;

@@ -44,14 +44,14 @@ FuzzyStore::FuzzyStore(const StoreOptions& options)
   if (sz.records * 17 / 16 >= (size_t(1) << slot_bits_) - 1) {
     throw std::invalid_argument("max_hashes too large");
   }
-  if (options_.huge_pages != HugePages::transparent) {
+  if (options_.arena == nullptr && options_.huge_pages != HugePages::transparent) {
     arena_ = std::make_unique<TableArena>(arena_bytes_for(options_.max_hashes, shard_bits_),
                                           options_.huge_pages);
   }
+  TableArena* const arena = options_.arena != nullptr ? options_.arena : arena_.get();
   shards_.reserve(shard_count());
   for (unsigned s = 0; s < shard_count(); ++s) {
-    shards_.push_back(
-        std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries, arena_.get()));
+    shards_.push_back(std::make_unique<Shard>(sz.records, sz.extra_blocks, sz.index_entries, arena));
     indexes_.push_back(&shards_.back()->index);
   }
 }

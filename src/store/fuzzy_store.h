@@ -42,6 +42,10 @@ struct StoreOptions {
   // shards' tables share one mapping, and the constructor throws
   // std::runtime_error (saying how to reserve them) when there are too few.
   HugePages huge_pages = HugePages::transparent;
+  // Or an arena the caller made (at least arena_bytes_for() bytes), which
+  // must outlive the store: the tables are carved from it whatever
+  // huge_pages says (tests of the carving on ordinary pages).
+  TableArena* arena = nullptr;
 };
 
 struct CheckResult {
@@ -80,6 +84,9 @@ class FuzzyStore {
   // (before rounding to whole pages).
   static size_t arena_bytes_for(uint64_t max_hashes, unsigned shard_bits = 6);
   HugePages huge_pages() const { return options_.huge_pages; }
+  // Bytes of the one mapping the tables share (whole pages), 0 when each
+  // table has its own.
+  size_t arena_mapped_bytes() const { return arena_ != nullptr ? arena_->mapped_bytes() : 0; }
   static uint64_t hashes_for_memory(uint64_t bytes, unsigned shard_bits = 6);
 
   unsigned shard_count() const { return 1u << shard_bits_; }

@@ -1,8 +1,9 @@
 // Shingle index operations (see shingle_index.h). A torn read is harmless:
 // the reader copies tags and references with acquire loads and keeps the
-// result only if the bucket version did not move. The overflow flags are set
-// before the entry they announce appears, so a reader that finds a key
-// missing from its first bucket and sees no flag can trust the miss.
+// result only if the bucket version did not move. The overflow flags and the
+// key's filter bit are set before the entry they announce appears, so a
+// reader that finds a key missing from its first bucket and sees no flag,
+// or not its own filter bit, can trust the miss.
 #include "store/shingle_index.h"
 
 #include <algorithm>

@@ -89,6 +89,30 @@ long pool_value(HugePages pages, const char* file) {
   return in ? value : -1;
 }
 
+// Why `bytes` of `pages` could not be had, and what the operator can do.
+std::string refusal(size_t bytes, HugePages pages, int err) {
+  const size_t page = page_bytes(pages);
+  const size_t needed = bytes / page;
+  std::string why = std::string("huge_pages = ") + huge_pages_name(pages) + ": cannot map " +
+                    std::to_string(bytes >> 20) + " MiB (" + std::to_string(needed) + " pages of " +
+                    (pages == HugePages::pages_1g ? "1 GiB" : "2 MiB") + "): " + strerror(err);
+  const long free_pages = pool_value(pages, "free_hugepages");
+  if (free_pages < 0) return why + "; this kernel has no pool of that page size (" + pool_dir(pages) + ")";
+  const long total = pool_value(pages, "nr_hugepages");
+  // Free pages promised to other mappings are not free for this one.
+  const long available = std::max(0L, free_pages - std::max(0L, pool_value(pages, "resv_hugepages")));
+  why += "; the kernel has " + std::to_string(available) + " available of " + std::to_string(total) +
+         " reserved";
+  if (available >= long(needed)) {
+    return why + " (enough: a cgroup's hugetlb limit or a NUMA policy may refuse them)";
+  }
+  const long more = long(needed) - available;
+  return why + "; reserve at least " + std::to_string(more) + " more with `echo " +
+         std::to_string(total + more) + " > " + pool_dir(pages) + "/nr_hugepages`" +
+         (pages == HugePages::pages_1g ? " or hugepagesz=1G hugepages=N on the kernel command line" : "") +
+         ", or set huge_pages = transparent";
+}
+
 }  // namespace
 
 TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
@@ -102,29 +126,19 @@ TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
     return;
   }
   const int shift = pages == HugePages::pages_1g ? 30 : 21;
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
   void* p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (p == MAP_FAILED) {
-    std::string why = std::string("huge_pages = ") + huge_pages_name(pages) + ": cannot map " +
-                      std::to_string(length_ >> 20) + " MiB";
-    const size_t needed = length_ / page;
-    const long free_pages = pool_value(pages, "free_hugepages");
-    const long total = pool_value(pages, "nr_hugepages");
-    why += " (" + std::to_string(needed) + " pages of " +
-           (pages == HugePages::pages_1g ? std::string("1 GiB") : std::string("2 MiB")) + "): ";
-    if (free_pages < 0) {
-      why += "this kernel has no pool of that page size (" + pool_dir(pages) + ")";
-    } else {
-      const long more = std::max(1L, long(needed) - free_pages);
-      why += "the kernel has " + std::to_string(free_pages) + " free of " + std::to_string(total) +
-             " reserved; reserve at least " + std::to_string(more) + " more with `echo " +
-             std::to_string(total + more) + " > " + pool_dir(pages) + "/nr_hugepages`" +
-             (pages == HugePages::pages_1g ? " or hugepagesz=1G hugepages=N on the kernel command line"
-                                           : std::string()) +
-             ", or set huge_pages = transparent";
-    }
-    throw std::runtime_error(why);
+  int err = p == MAP_FAILED ? errno : 0;
+#ifdef MADV_POPULATE_WRITE
+  // Every page now, with an error if one cannot be had (a hugetlb cgroup
+  // limit lets the mmap succeed and would make a later first touch a
+  // SIGBUS in a worker); MAP_POPULATE would fail silently.
+  if (err == 0 && madvise(p, length_, MADV_POPULATE_WRITE) != 0) {
+    err = errno;
+    munmap(p, length_);
   }
+#endif
+  if (err != 0) throw std::runtime_error(refusal(length_, pages, err));
   base_ = static_cast<char*>(p);
 }
 

@@ -21,10 +21,10 @@ namespace shingled {
 // transparent: the kernel's transparent huge pages where it has them (2 MiB,
 // as below). pages_2m, pages_1g: hugetlb pages the operator reserved, the
 // whole store in one mapping (TableArena). A CHECK's ~20 random lines each
-// need a TLB entry: with 2 MiB pages the TLB covers about 2 GiB, and past
-// that a 4 GiB table fetched 18M random lines a second on this machine's
-// core against 40-46M within 2 GiB; 1 GiB pages keep the whole of a large
-// store within reach (bench/RESULTS.md).
+// need a TLB entry: 2 MiB pages' entries run out between 3 and 8 GiB of
+// tables on the measured core (an 8 GiB table: 18-23M random lines a
+// second, against 46-62M within 2 GiB); 1 GiB pages keep the whole of a
+// large store within reach (bench/RESULTS.md).
 enum class HugePages : uint8_t { transparent, pages_2m, pages_1g };
 // "transparent", "2m", "1g": the option's words (inline: the config reads them).
 inline const char* huge_pages_name(HugePages pages) {

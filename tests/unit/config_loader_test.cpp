@@ -355,6 +355,15 @@ TEST(ConfigDpdk, dpdk_rss_picks_how_workers_get_queues) {
   expect_error(base + "dpdk_rss = rss;\n", 2, "is not \"auto\"");
 }
 
+TEST(ConfigLoader, huge_pages_picks_the_fuzzy_tables_pages) {
+  EXPECT_EQ(load_ok("").huge_pages, HugePages::transparent) << "nothing to reserve by default";
+  EXPECT_EQ(load_ok("huge_pages = 2m;\n").huge_pages, HugePages::pages_2m);
+  EXPECT_EQ(load_ok("huge_pages = 1g;\n").huge_pages, HugePages::pages_1g);
+  EXPECT_EQ(load_ok("huge_pages = transparent;\n").huge_pages, HugePages::transparent);
+  expect_error("expire = 1d;\nhuge_pages = 1G;\n", 2, "huge_pages: '1G' is not \"transparent\", \"2m\" or \"1g\"");
+  expect_error("huge_pages = yes;\n", 1, "huge_pages: 'yes' is not");
+}
+
 TEST(ConfigDpdk, the_counters_default_follows_the_fuzzy_address_on_dpdk) {
   const Config cfg = load_ok(
       "io = dpdk; dpdk_addresses = \"10.0.0.2/24\"; bind_socket = \"10.0.0.2:11335\";\n");

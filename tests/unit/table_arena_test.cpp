@@ -8,10 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "store/fuzzy_store.h"
 #include "store_test_support.h"
@@ -48,32 +50,39 @@ TEST(TableArena, a_request_the_kernel_refuses_says_how_many_pages_and_how_to_res
   }
 }
 
-// The store's arena is sized for its tables (each shard's digest table and
-// index, aligned), and tables carved from an arena answer as they do with a
-// mapping each (the store itself on reserved pages: huge_pages_test.sh).
-TEST(TableArena, is_sized_for_a_store_and_its_tables_find_what_they_store) {
-  StoreOptions o;
-  o.max_hashes = 5000;
-  o.shard_bits = 3;
-  const size_t need = FuzzyStore::arena_bytes_for(o.max_hashes, o.shard_bits);
-  EXPECT_GE(need, FuzzyStore::table_bytes_for(o.max_hashes, o.shard_bits) / 2);
-  EXPECT_LE(need, FuzzyStore::table_bytes_for(o.max_hashes, o.shard_bits) +
-                      2 * (size_t(1) << o.shard_bits) * TableArena::kAlignment);
-  TableArena arena(need, HugePages::transparent);
-  DigestTable digests(1000, 64, &arena);
-  ShingleIndex index(16000, &arena);
-  EXPECT_LE(arena.used_bytes(), need);
-  uint32_t slot = 0;
-  const fuzzy::Request req = test::make_request(7, fuzzy::kWrite, 2, 5);
-  ASSERT_EQ(digests.write(0x123456789ull, req.digest, 2, 5, false, 100, 0, true, slot),
-            DigestTable::WriteStatus::created);
-  RecordView view;
-  uint32_t found = 0;
-  ASSERT_TRUE(digests.find(0x123456789ull, req.digest, view, found));
-  EXPECT_EQ(found, slot);
-  EXPECT_EQ(view.flags[0].value, 5);
-  ASSERT_EQ(index.insert(0xABCDEF12345ull, 42), ShingleIndex::InsertOutcome::added);
-  EXPECT_EQ(index.lookup(0xABCDEF12345ull), 42u);
+// The store's arena is sized exactly for its tables (each shard's digest
+// table and index, aligned: an under-count would leave a shard without
+// memory, an over-count waste pages), and a store carved from one answers
+// as one with a mapping per table (on reserved pages: huge_pages_test.sh).
+TEST(TableArena, is_sized_exactly_for_a_store_whose_tables_it_holds) {
+  for (const auto& [max_hashes, shard_bits] : {std::pair<uint64_t, unsigned>{5000, 3}, {100000, 6}, {3, 1}}) {
+    const size_t need = FuzzyStore::arena_bytes_for(max_hashes, shard_bits);
+    TableArena arena(need, HugePages::transparent);
+    StoreOptions o;
+    o.max_hashes = max_hashes;
+    o.shard_bits = shard_bits;
+    o.arena = &arena;
+    FuzzyStore store(o);
+    EXPECT_EQ(arena.used_bytes(), need) << max_hashes << " hashes, " << (1u << shard_bits) << " shards";
+    EXPECT_EQ(store.arena_mapped_bytes(), 0u) << "the arena is the caller's";
+    const uint32_t now = 1'800'000'000;
+    const uint64_t n = std::min<uint64_t>(max_hashes, 3000);
+    for (uint64_t i = 0; i < n; ++i) {
+      const fuzzy::Request req = test::make_request(i, fuzzy::kWrite, 2, 5);
+      const uint64_t h = store.digest_hash(req.digest);
+      const WriteResult w = store.write(store.shard_of(h), h, req, now);
+      ASSERT_EQ(w.status, WriteResult::created) << i;
+      store.index_all(req.shingles, w.ref);
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      const CheckResult exact = store.check(test::make_request(i), now);
+      ASSERT_EQ(exact.kind, CheckResult::exact) << i;
+      EXPECT_EQ(exact.record.flags[0].value, 5);
+      const CheckResult near = store.check(test::near_duplicate(test::make_request(i), 20, i), now);
+      ASSERT_EQ(near.kind, CheckResult::shingles) << i;
+      EXPECT_EQ(near.votes, 20u);
+    }
+  }
 }
 
 }  // namespace
