@@ -94,6 +94,28 @@ void DigestTable::prefetch_slot(uint32_t slot) const {
   }
 }
 
+void DigestTable::prefetch_new_slot(uint64_t hash) const {
+  // write()'s choice for a fresh table: the emptier bucket's first free way.
+  const Bucket* choices[2] = {&buckets_[home(hash)], &buckets_[home2(hash)]};
+  int way[2] = {-1, -1};
+  unsigned free_ways[2] = {0, 0};
+  for (unsigned c = 0; c < 2; ++c) {
+    for (unsigned w = 0; w < kWays; ++w) {
+      if (choices[c]->tags[w] != 0) continue;
+      ++free_ways[c];
+      if (way[c] < 0) way[c] = int(w);
+    }
+  }
+  const unsigned c = free_ways[1] > free_ways[0] ? 1 : 0;
+  if (way[c] < 0) return;  // both full: the stash, rare
+  const char* record = reinterpret_cast<const char*>(&choices[c]->records[way[c]]);
+  __builtin_prefetch(record, 1);
+  __builtin_prefetch(record + 64, 1);
+  const size_t slot = size_t(choices[c] - buckets_) * kWays + unsigned(way[c]);
+  __builtin_prefetch(&prints_[slot], 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(&prints_[slot]) + 64, 1);
+}
+
 void DigestTable::set_position_prints(uint32_t slot, const uint32_t* prints) {
   Bucket& b = buckets_[slot / kWays];
   PrintRow& row = prints_[slot];

@@ -62,6 +62,10 @@ class DigestTable {
   // Reads the record in `slot`; false when the slot holds no record.
   bool read_slot(uint32_t slot, RecordView& out) const;
   void prefetch_slot(uint32_t slot) const;
+  // Owner side, for the loader: prefetches for writing the record lines and
+  // print row of the slot write() would give a new record of `hash` now
+  // (a hint: a record written in between may take it).
+  void prefetch_new_slot(uint64_t hash) const;
   // Whether a record occupies `slot` (a single atomic load; used by the
   // index sweep, where a stale answer is corrected on the next pass).
   bool slot_live(uint32_t slot) const;

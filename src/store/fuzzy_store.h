@@ -154,6 +154,9 @@ class FuzzyStore {
   // index_insert() of its shingles; 0 when the store is full.
   uint32_t restore(const FuzzyRecord& record);
   void prefetch_digest(uint64_t hash) const { shards_[shard_of(hash)]->digests.prefetch(hash); }
+  // After prefetch_digest(): the lines a restore() of a new record with this
+  // hash will write (its record and position prints), for writing; a hint.
+  void prefetch_restore(uint64_t hash) const { shards_[shard_of(hash)]->digests.prefetch_new_slot(hash); }
   // The ref of a stored digest, 0 if absent (any thread while no one writes).
   uint32_t find_ref(uint64_t hash, const uint8_t* digest) const;
 
