@@ -39,6 +39,14 @@ BucketRecordDecode check_call(const BucketRecordCall& c) {
   return BucketRecordDecode::ok;
 }
 
+// A call's own (client) time, when it has one, is where a request's decoder
+// lets it be: within kMaxClientSkewMs of the accepting node's clock.
+bool client_time_ok(const BucketRecordCall& c, uint64_t accept_ms) {
+  if (c.call.at_ms == 0) return true;
+  const int64_t skew = c.call.at_ms - int64_t(accept_ms);
+  return skew <= ratelimit::kMaxClientSkewMs && skew >= -ratelimit::kMaxClientSkewMs;
+}
+
 size_t call_size(const BucketRecordCall& c) {
   return kBucketCallFixed + (c.dynamic ? kBucketFactorsSize : 0) + c.key.size();
 }
@@ -69,7 +77,7 @@ size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall*
   }
   size_t size = kBucketRecordHeader;
   for (size_t i = 0; i < n; ++i) {
-    if (check_call(calls[i]) != BucketRecordDecode::ok) return 0;
+    if (check_call(calls[i]) != BucketRecordDecode::ok || !client_time_ok(calls[i], h.accept_ms)) return 0;
     size += call_size(calls[i]);
   }
   if (size > kMaxBucketRecord) return 0;
@@ -163,6 +171,7 @@ BucketRecordDecode decode_bucket_record(const uint8_t* data, size_t len, BucketR
     at += key_len;
     const BucketRecordDecode d = check_call(r);
     if (d != BucketRecordDecode::ok) return d;
+    if (!client_time_ok(r, h.accept_ms)) return BucketRecordDecode::bad_time;
   }
   return at == len ? BucketRecordDecode::ok : BucketRecordDecode::trailing_bytes;
 }

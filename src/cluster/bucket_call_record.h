@@ -43,6 +43,7 @@
 #include <string_view>
 
 #include "cluster/replicated_update.h"
+#include "shingled/ratelimit_wire.h"
 #include "store/bucket_table.h"
 
 namespace shingled::cluster {
@@ -64,7 +65,7 @@ inline constexpr size_t kMaxBucketCalls = 256;
 inline constexpr size_t kMaxBucketRecord = 16384;
 inline constexpr uint64_t kMaxBucketTimeMs = 100'000'000'000'000;  // as counter records
 inline constexpr int64_t kMaxLeaseMs = int64_t(86400) * 1000 * 366;
-inline constexpr uint32_t kMaxExpireS = 86400u * 366 * 10;
+inline constexpr uint32_t kMaxExpireS = ratelimit::kMaxExpireSeconds;  // the config's 366 days
 
 struct BucketRecordHeader {
   uint8_t pass = kBucketFirstPass;

@@ -91,7 +91,8 @@ struct ReplicatorOptions {
   std::function<void(unsigned)> wake;
 };
 
-// What a proposal carries: a fuzzy update or a request's counter calls.
+// What a proposal carries: a fuzzy update, a request's counter calls or a
+// pass of its rate-limit bucket calls.
 enum class ProposalKind : uint8_t { fuzzy = 0, counters = 1, buckets = 2 };
 
 struct ProposalOutcome {

@@ -112,8 +112,10 @@ void RatelimitHandler::accept(const RxPacket& p, const LoopClock& clock) {
   build_calls(pc);
   scratch_calls_.clear();
   for (size_t i = 0; i < pc.calls.size(); ++i) scratch_calls_.push_back(uint16_t(i));
-  if (link_.cluster != nullptr && cached_request) {
+  if (link_.cluster != nullptr && cached_request && !pc.calls.empty()) {
     // Through the stream: the results come from this node's apply of it.
+    // (A request that formed no call, every message whitelisted, has
+    // nothing to propose and is answered here.)
     if (!propose_pass(pc, slot, cluster::kBucketFirstPass, scratch_calls_, &p)) {
       pc.not_stored = true;
       for (Call& c : pc.calls) c.result = fail_open();
@@ -417,9 +419,12 @@ bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, co
     stats_.ratelimit_cluster_too_large.add();
     return false;
   }
-  // Refused at once when persistence is behind (the records this node must
-  // apply wait in the stream, not in memory) or the stream has no leader.
-  if (persistence_behind()) {
+  // A first pass is refused at once when persistence is behind (the records
+  // this node must apply wait in the stream, not in memory) or the stream
+  // has no leader. A second pass is not held back by persistence: its first
+  // pass is in the stream already, and without it the first pass's
+  // reservations would stay on every replica until their lease ends.
+  if (first && persistence_behind()) {
     stats_.write_deferred.add();
     return false;
   }

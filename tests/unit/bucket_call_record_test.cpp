@@ -136,6 +136,20 @@ TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
   c = call("k", BucketOp::check, 0, false);
   c.call.at_ms = -1;
   EXPECT_TRUE(refused(c)) << "a time before 1970";
+  // A client's own time as a request's decoder takes it: within ten minutes
+  // of the accepting node's clock (a forged time far ahead would freeze a
+  // bucket full).
+  for (int64_t skew : {ratelimit::kMaxClientSkewMs + 1, -ratelimit::kMaxClientSkewMs - 1}) {
+    c = call("k", BucketOp::check, 0, false);
+    c.call.at_ms = int64_t(h.accept_ms) + skew;
+    EXPECT_TRUE(refused(c)) << "client time skewed by " << skew << " ms";
+  }
+  c = call("k", BucketOp::check, 0, false);
+  c.call.at_ms = int64_t(h.accept_ms) - ratelimit::kMaxClientSkewMs;
+  EXPECT_FALSE(refused(c)) << "ten minutes behind is still a client's time";
+  c = call("k", BucketOp::check, 0, false);
+  c.call.params.expire_s = ratelimit::kMaxExpireSeconds + 1;
+  EXPECT_TRUE(refused(c)) << "an expiry past the config's 366 days";
   c = call("k", BucketOp(0), 0, false);
   EXPECT_TRUE(refused(c)) << "op 0";
   c = call("k", BucketOp(10), 0, false);
@@ -187,7 +201,8 @@ TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
   EXPECT_EQ(with(c0 + 31, 0x7f), BucketRecordDecode::bad_number) << "rate huge";
   EXPECT_EQ(with(c0 + 39, 0x80), BucketRecordDecode::bad_number) << "client time negative";
   EXPECT_EQ(with(c0 + 47, 0x80), BucketRecordDecode::bad_number) << "lease negative";
-  EXPECT_EQ(with(c0 + 51, 0xff), BucketRecordDecode::bad_number) << "expire past ten years";
+  EXPECT_EQ(with(c0 + 51, 0xff), BucketRecordDecode::bad_number) << "expire past 366 days";
+  EXPECT_EQ(with(c0 + 36, 0x01), BucketRecordDecode::bad_time) << "client time years before the accept time";
   EXPECT_EQ(with(c0 + kBucketCallFixed + 7, 0xff), BucketRecordDecode::bad_number) << "factor NaN";
   EXPECT_EQ(with(c1 + 4, 200), BucketRecordDecode::too_short) << "a key past the end";
   EXPECT_EQ(with(c1 + 5, 1), BucketRecordDecode::too_short) << "a key of 259 bytes past the end";
