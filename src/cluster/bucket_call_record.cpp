@@ -70,6 +70,12 @@ const char* bucket_record_decode_name(BucketRecordDecode d) {
   return "?";
 }
 
+size_t bucket_record_size(const BucketRecordCall* calls, size_t n) {
+  size_t size = kBucketRecordHeader;
+  for (size_t i = 0; i < n; ++i) size += call_size(calls[i]);
+  return size;
+}
+
 size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out) {
   if (n == 0 || n > kMaxBucketCalls || h.accept_ms > kMaxBucketTimeMs ||
       (h.pass != kBucketFirstPass && h.pass != kBucketSecondPass)) {

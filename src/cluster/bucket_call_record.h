@@ -107,6 +107,8 @@ const char* bucket_record_decode_name(BucketRecordDecode d);
 // returns the size, or 0 when they do not make a record every node would
 // decode (count, size, a key or a number out of bounds).
 size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out);
+// The bytes a record of these calls takes (whether it fits kMaxBucketRecord).
+size_t bucket_record_size(const BucketRecordCall* calls, size_t n);
 // Decodes into `h` and `out` (room for kMaxBucketCalls); keys point into
 // `data`. Every call is checked before ok is returned.
 BucketRecordDecode decode_bucket_record(const uint8_t* data, size_t len, BucketRecordHeader& h,

@@ -443,6 +443,10 @@ bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, co
     r.key = std::string_view(pc.keys.data() + c.key_at, c.key_len);
     r.index = which[k];
   }
+  if (cluster::bucket_record_size(record_calls_.data(), which.size()) > cluster::kMaxBucketRecord) {
+    stats_.ratelimit_cluster_too_large.add();  // long keys, dynamic factors: see docs/cluster.md
+    return false;
+  }
   cluster::BucketRecordHeader h;
   h.pass = pass;
   h.calls = uint16_t(which.size());
@@ -479,8 +483,12 @@ void RatelimitHandler::settle_outcome(const cluster::ProposalOutcome& o) {
   }
   Pending& pc = pending_[slot];
   // Not stored: no result will come (unless the stream stored it after all
-  // and some already came: then the rest will too).
-  if (!o.stored && !pc.results_in && pc.delivered == 0) {
+  // and some already came: then the rest will too). Nor for a duplicate: a
+  // resend of a request whose first copy is in the stream under the same
+  // id; that copy's results went to its own slot (long timed out, or the
+  // resend would have found it), so this one is answered now, as not
+  // stored, instead of waiting out its timeout.
+  if ((!o.stored || o.duplicate) && !pc.results_in && pc.delivered == 0) {
     pc.not_stored = true;
     pc.results_in = true;
     for (Call& c : pc.calls) c.result = fail_open();

@@ -162,8 +162,10 @@ TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
   const std::string long_key(255, 'x');
   std::vector<BucketRecordCall> big(60, call(long_key, BucketOp::check, 0, true));  // 60 x 359 bytes
   EXPECT_EQ(encode_bucket_record(h, big.data(), big.size(), out.data()), 0u);
+  EXPECT_GT(bucket_record_size(big.data(), big.size()), kMaxBucketRecord) << "what a handler asks first";
   big.resize(40);
-  EXPECT_NE(encode_bucket_record(h, big.data(), big.size(), out.data()), 0u);
+  EXPECT_EQ(bucket_record_size(big.data(), big.size()), encode_bucket_record(h, big.data(), big.size(), out.data()));
+  EXPECT_NE(bucket_record_size(big.data(), big.size()), 0u);
 }
 
 TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
