@@ -267,6 +267,7 @@ bool Replicator::hand_buckets_to_owners(uint64_t sequence, const BucketRecordHea
     slot[w] = lanes_[w]->bucket_applies.reserve();
     if (slot[w] == nullptr) {
       if (options_.wake) options_.wake(w);
+      bucket_full_lane_ = w;
       return false;  // the caller parks the record's bytes
     }
     slot[w]->sequence = sequence;
@@ -294,6 +295,14 @@ bool Replicator::hand_buckets_to_owners(uint64_t sequence, const BucketRecordHea
 // The parked record, if its owner has room now.
 bool Replicator::unpark() {
   if (parked_buckets_) {
+    // Decoding and hashing a large record again every pass (up to 256 keys
+    // of 1 KB) would cost a core while an owner is slow: first the owner
+    // that had no room.
+    const unsigned w = parked_buckets_->waits_on;
+    if (lanes_[w]->bucket_applies.reserve() == nullptr) {
+      if (options_.wake) options_.wake(w);
+      return false;
+    }
     const ParkedBuckets p = std::move(*parked_buckets_);
     parked_buckets_.reset();
     if (!apply_bucket_record(p.sequence, p.record.data(), p.record.size())) return false;
@@ -579,7 +588,7 @@ bool Replicator::apply_bucket_record(uint64_t sequence, const uint8_t* data, siz
   } else {
     more = hand_buckets_to_owners(sequence, h, bucket_calls_);
     if (!more) {
-      parked_buckets_.emplace(ParkedBuckets{sequence, std::vector<uint8_t>(data, data + len)});
+      parked_buckets_.emplace(ParkedBuckets{sequence, std::vector<uint8_t>(data, data + len), bucket_full_lane_});
       return false;
     }
     stats_.applied.fetch_add(1, std::memory_order_relaxed);

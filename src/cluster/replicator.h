@@ -369,7 +369,9 @@ class Replicator {
   struct ParkedBuckets {
     uint64_t sequence;
     std::vector<uint8_t> record;
+    unsigned waits_on;  // the owner whose full ring parked it: retried only once it has room
   };
+  unsigned bucket_full_lane_ = 0;  // hand_buckets_to_owners(): the owner that had no room
   std::optional<ParkedBuckets> parked_buckets_;
   BucketRecordCall bucket_calls_[kMaxBucketCalls];  // the reading thread's scratch
   std::vector<AppliedBuckets*> bucket_slots_;
