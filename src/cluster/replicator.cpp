@@ -201,6 +201,7 @@ bool Replicator::hand_to_owner(uint64_t sequence, const ReplicatedUpdate& u) {
   Applied* slot = lane.applies.reserve();
   if (slot == nullptr) {
     parked_ = Parked{Applied{sequence, u}, owner};
+    stats_.parked.fetch_add(1, std::memory_order_relaxed);
     if (options_.wake) options_.wake(owner);
     return false;
   }
@@ -227,6 +228,7 @@ bool Replicator::hand_counters_to_owners(uint64_t sequence, const CounterRecordH
     slot[w] = lanes_[w]->counter_applies.reserve();
     if (slot[w] == nullptr) {
       ParkedCounters& p = parked_counters_.emplace();
+      stats_.parked.fetch_add(1, std::memory_order_relaxed);
       p.sequence = sequence;
       p.header = h;
       std::copy(calls, calls + h.calls, p.calls);
@@ -589,6 +591,7 @@ bool Replicator::apply_bucket_record(uint64_t sequence, const uint8_t* data, siz
     more = hand_buckets_to_owners(sequence, h, bucket_calls_);
     if (!more) {
       parked_buckets_.emplace(ParkedBuckets{sequence, std::vector<uint8_t>(data, data + len), bucket_full_lane_});
+      stats_.parked.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     stats_.applied.fetch_add(1, std::memory_order_relaxed);

@@ -133,6 +133,7 @@ struct ReplicatorStats {
   std::atomic<uint64_t> given_up{0};   // refused, or no quorum within the retry window
   std::atomic<uint64_t> applied{0};    // records handed to apply
   std::atomic<uint64_t> malformed{0};  // records that did not decode: skipped
+  std::atomic<uint64_t> parked{0};     // times a record waited for an owner's full ring
   std::atomic<uint64_t> last_applied{0};  // the stream sequence of the last one
   std::atomic<uint64_t> read_errors{0};   // reads that failed or stalled (and were restarted)
   std::atomic<uint64_t> missed{0};        // records gone from the stream before they were read

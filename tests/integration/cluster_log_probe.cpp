@@ -9,6 +9,7 @@
 //   cluster_log_probe --servers URL[,URL...] --stream NAME catch-up LAG   (ready() only once caught up)
 //   cluster_log_probe --servers URL[,URL...] kv-cas BUCKET   (cluster/kv_record.h's compare-and-set)
 //   cluster_log_probe --servers URL[,URL...] replicate-counters WORKERS COUNT   (counter records, by owner)
+//   cluster_log_probe --servers URL[,URL...] replicate-buckets WORKERS COUNT    (bucket records, slow owners)
 //
 // --existing opens a stream as it is (a node's), never changing it.
 // Record i is a deterministic update (its index in the digest, so a reader
@@ -47,6 +48,8 @@
 namespace {
 
 using namespace shingled::cluster;
+using shingled::BucketId;
+using shingled::BucketOp;
 using shingled::CounterOp;
 
 uint64_t splitmix(uint64_t x) {
@@ -94,6 +97,7 @@ std::string json_text(const std::string& s) {
   fprintf(stderr, "usage: cluster_log_probe --servers URL[,URL...] [--stream NAME] [--retry-ms N] [--rate N] "
                   "publish FIRST COUNT | read FROM COUNT [--timeout-ms N] | state | "
                   "replicate WORKERS FIRST COUNT [--read-from S] [--ring N] [--expect-applied N] [--queue N] | "
+                  "replicate-buckets WORKERS COUNT [--ring N] | "
                   "fill-ring RING | catch-up LAG | --existing purge-below SEQ\n");
   exit(2);
 }
@@ -288,6 +292,125 @@ int replicate(const ReplicatorOptions& options, uint64_t first, uint64_t count, 
              : 1;
 }
 
+// Over every worker's count of each call: how many were never applied and
+// how many more than once.
+void tally_calls(const std::vector<std::vector<uint32_t>>& times_applied, uint64_t calls, uint64_t& missing,
+                 uint64_t& repeated) {
+  for (uint64_t c = 0; c < calls; ++c) {
+    uint32_t seen = 0;
+    for (const std::vector<uint32_t>& mine : times_applied) seen += mine[c];
+    missing += seen == 0;
+    repeated += seen > 1;
+  }
+}
+
+// replicate-buckets: WORKERS lanes propose COUNT bucket records of 3 calls
+// each (keys "b<record>-<call>", owner = the key's record number % WORKERS)
+// while the owners take their shares slowly (one a millisecond), so with a
+// small --ring the owners' rings fill and records park: every call must
+// still reach its owner once, in stream order, with its cost.
+int replicate_buckets(ReplicatorOptions options, unsigned workers, uint64_t count, int timeout_ms) {
+  options.workers = workers;
+  options.read_from = 0;
+  const auto record_of = [](std::string_view key) {
+    return strtoull(std::string(key.substr(1, key.find('-') - 1)).c_str(), nullptr, 10);
+  };
+  options.bucket_owner_of = [workers, record_of](std::string_view key, BucketId& id) {
+    id.lo = record_of(key);
+    id.hi = uint64_t(key.back() - '0');
+    return unsigned(id.lo % workers);
+  };
+  Replicator rep;
+  std::string error;
+  if (!rep.start(options, [](uint64_t, const ReplicatedUpdate&) {}, error)) {
+    printf("{\"error\":\"%s\"}\n", json_text(error).c_str());
+    return 2;
+  }
+  std::vector<std::vector<uint32_t>> times_applied(workers, std::vector<uint32_t>(3 * count, 0));
+  std::vector<uint64_t> stored(workers, 0), wrong_owner(workers, 0), out_of_order(workers, 0), wrong_cost(workers, 0);
+  std::atomic<uint64_t> all_applied{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<uint64_t> mine;
+      for (uint64_t r = w; r < count; r += workers) mine.push_back(r);
+      size_t next = 0, outcomes = 0;
+      uint64_t last_seq = 0;
+      std::string keys[3];
+      while ((outcomes < mine.size() || all_applied.load() < 3 * count) &&
+             std::chrono::steady_clock::now() < deadline) {
+        while (next < mine.size()) {
+          BucketRecordCall calls[3];
+          for (unsigned k = 0; k < 3; ++k) {
+            keys[k] = "b" + std::to_string(mine[next]) + "-" + std::to_string(k);
+            calls[k].key = keys[k];
+            calls[k].index = uint16_t(k);
+            calls[k].call.op = BucketOp::check_and_update;
+            calls[k].call.cost = double(mine[next] % 100 + 1);
+            calls[k].call.params.burst = 1000;
+            calls[k].call.params.rate_per_ms = 0.01;
+            calls[k].call.params.expire_s = 3600;
+            calls[k].call.params.pending_lease_ms = 60'000;
+          }
+          BucketRecordHeader h;
+          h.accept_ms = 1'795'000'000'000;
+          h.origin = 42;
+          h.worker = uint16_t(w);
+          const std::string id = "b-" + std::to_string(mine[next]);
+          if (!rep.propose_buckets(w, mine[next], h, calls, 3, id.c_str())) break;
+          ++next;
+        }
+        ProposalOutcome o;
+        bool any = false;
+        while (rep.next_bucket_outcome(w, o)) {
+          stored[w] += o.stored;
+          ++outcomes;
+          any = true;
+        }
+        // One share a millisecond at most: the owners lag, their rings fill.
+        if (const AppliedBuckets* a = rep.next_buckets(w)) {
+          if (a->sequence < last_seq) ++out_of_order[w];
+          last_seq = a->sequence;
+          for (uint16_t i = 0; i < a->n; ++i) {
+            const AppliedBucketCall& c = a->calls[i];
+            const uint64_t r = c.call.id.lo;
+            if (r % workers != w) ++wrong_owner[w];
+            if (c.call.cost != double(r % 100 + 1)) ++wrong_cost[w];
+            if (r < count && c.call.id.hi < 3) ++times_applied[w][3 * r + c.call.id.hi];
+          }
+          all_applied.fetch_add(a->n);
+          rep.release_buckets(w);
+          any = true;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(any ? 1000 : 200));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const ReplicatorStats& st = rep.stats();
+  const uint64_t malformed = st.malformed.load(), parked = st.parked.load();
+  rep.stop();
+  uint64_t total_stored = 0, missing = 0, repeated = 0, owner = 0, order = 0, cost = 0;
+  for (unsigned w = 0; w < workers; ++w) {
+    total_stored += stored[w];
+    owner += wrong_owner[w];
+    order += out_of_order[w];
+    cost += wrong_cost[w];
+  }
+  tally_calls(times_applied, 3 * count, missing, repeated);
+  printf("{\"stored\":%llu,\"calls_applied\":%llu,\"missing\":%llu,\"repeated\":%llu,\"wrong_owner\":%llu,"
+         "\"out_of_order\":%llu,\"wrong_cost\":%llu,\"malformed\":%llu,\"parked\":%llu}\n",
+         (unsigned long long)total_stored, (unsigned long long)all_applied.load(), (unsigned long long)missing,
+         (unsigned long long)repeated, (unsigned long long)owner, (unsigned long long)order,
+         (unsigned long long)cost, (unsigned long long)malformed, (unsigned long long)parked);
+  // parked > 0: the owners' rings did fill, so the parking path was run.
+  return total_stored == count && missing == 0 && repeated == 0 && owner == 0 && order == 0 && cost == 0 &&
+                 malformed == 0 && parked > 0
+             ? 0
+             : 1;
+}
+
 // replicate-counters: WORKERS worker lanes propose COUNT counter records
 // (record r: three increments, shingles 3r..3r+2, delta r+1, message id
 // "c-r"; a call's owner is its shingle modulo WORKERS), then worker 0
@@ -377,12 +500,7 @@ int replicate_counters(ReplicatorOptions options, unsigned workers, uint64_t cou
     order += out_of_order[w];
     delta += wrong_delta[w];
   }
-  for (uint64_t c = 0; c < 3 * count; ++c) {
-    uint32_t seen = 0;
-    for (unsigned w = 0; w < workers; ++w) seen += times_applied[w][c];
-    missing += seen == 0;
-    repeated += seen > 1;
-  }
+  tally_calls(times_applied, 3 * count, missing, repeated);
   printf("{\"stored\":%llu,\"calls_applied\":%llu,\"missing\":%llu,\"repeated\":%llu,\"wrong_owner\":%llu,"
          "\"out_of_order\":%llu,\"wrong_delta\":%llu,\"malformed\":%llu}\n",
          (unsigned long long)total_stored, (unsigned long long)applied, (unsigned long long)missing,
@@ -564,7 +682,8 @@ int main(int argc, char** argv) {
   options.max_queued_records = size_t(queue);
   const std::vector<std::string>& rest = cl.words;
   if (!rest.empty() &&
-      (rest[0] == "replicate" || rest[0] == "replicate-counters" || rest[0] == "fill-ring" || rest[0] == "catch-up") &&
+      (rest[0] == "replicate" || rest[0] == "replicate-counters" || rest[0] == "replicate-buckets" ||
+       rest[0] == "fill-ring" || rest[0] == "catch-up") &&
       !options.servers.empty()) {
     ReplicatorOptions ro;
     ro.log = options;
@@ -574,6 +693,10 @@ int main(int argc, char** argv) {
     if (rest[0] == "fill-ring" && rest.size() == 2) return fill_ring(ro, strtoull(rest[1].c_str(), nullptr, 10));
     if (rest[0] == "catch-up" && rest.size() == 2) {
       return catch_up(ro, strtoull(rest[1].c_str(), nullptr, 10), int(timeout_ms));
+    }
+    if (rest[0] == "replicate-buckets" && rest.size() == 3) {
+      return replicate_buckets(ro, unsigned(strtoul(rest[1].c_str(), nullptr, 10)),
+                               strtoull(rest[2].c_str(), nullptr, 10), int(timeout_ms));
     }
     if (rest[0] == "replicate-counters" && rest.size() == 3) {
       return replicate_counters(ro, unsigned(strtoul(rest[1].c_str(), nullptr, 10)),

@@ -188,6 +188,13 @@ out=$("$probe" "${repl[@]}" --timeout-ms 20000 catch-up 100); rc=$?
 out=$("$probe" "${repl[@]}" --timeout-ms 20000 replicate-counters 3 3000); rc=$?
 [ $rc -eq 0 ] && pass "replicator_hands_counter_calls_to_their_owners ($out)" ||
   fail replicator_hands_counter_calls_to_their_owners "rc=$rc $out"
+# Bucket records the same way, with owners that take one share a
+# millisecond and rings of 4 shares (--ring 256): records park again and
+# again while an owner lags, and every call still reaches its owner once,
+# in order, with its cost.
+out=$("$probe" "${repl[@]}" --ring 256 --timeout-ms 30000 replicate-buckets 3 600); rc=$?
+[ $rc -eq 0 ] && pass "replicator_parks_bucket_records_for_slow_owners ($out)" ||
+  fail replicator_parks_bucket_records_for_slow_owners "rc=$rc $out"
 # The compare-and-set the cluster's shared values use (the snapshot period
 # claimed, the partition layout): one create wins, a stale update loses.
 out=$("$probe" --servers "$servers" kv-cas PROBE_KV); rc=$?
