@@ -95,23 +95,13 @@ void DigestTable::prefetch_slot(uint32_t slot) const {
 }
 
 void DigestTable::prefetch_new_slot(uint64_t hash) const {
-  // write()'s choice for a fresh table: the emptier bucket's first free way.
-  const Bucket* choices[2] = {&buckets_[home(hash)], &buckets_[home2(hash)]};
-  int way[2] = {-1, -1};
-  unsigned free_ways[2] = {0, 0};
-  for (unsigned c = 0; c < 2; ++c) {
-    for (unsigned w = 0; w < kWays; ++w) {
-      if (choices[c]->tags[w] != 0) continue;
-      ++free_ways[c];
-      if (way[c] < 0) way[c] = int(w);
-    }
-  }
-  const unsigned c = free_ways[1] > free_ways[0] ? 1 : 0;
-  if (way[c] < 0) return;  // both full: the stash, rare
-  const char* record = reinterpret_cast<const char*>(&choices[c]->records[way[c]]);
+  size_t bi;
+  unsigned way;
+  if (!new_slot(hash, 0, bi, way)) return;  // both full: the stash, rare
+  const char* record = reinterpret_cast<const char*>(&buckets_[bi].records[way]);
   __builtin_prefetch(record, 1);
   __builtin_prefetch(record + 64, 1);
-  const size_t slot = size_t(choices[c] - buckets_) * kWays + unsigned(way[c]);
+  const size_t slot = bi * kWays + way;
   __builtin_prefetch(&prints_[slot], 1);
   __builtin_prefetch(reinterpret_cast<const char*>(&prints_[slot]) + 64, 1);
 }
@@ -346,26 +336,7 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   }
   if (!may_create) return WriteStatus::full;
 
-  // New record: in whichever of its two buckets has more usable free slots
-  // (a free slot is usable once its quarantine has passed, see fuzzy_store.h).
-  const size_t choices[2] = {home(hash), home2(hash)};
-  unsigned usable[2] = {0, 0};
-  int first[2] = {-1, -1};
-  for (unsigned c = 0; c < 2; ++c) {
-    const Bucket& b = buckets_[choices[c]];
-    for (unsigned w = 0; w < kWays; ++w) {
-      const uint32_t dead = b.dead_stamps[w];
-      if (b.tags[w] == 0 && (dead == 0 || dead <= reusable_stamp)) {
-        ++usable[c];
-        if (first[c] < 0) first[c] = int(w);
-      }
-    }
-  }
-  const unsigned c = usable[1] > usable[0] ? 1 : 0;
-  if (first[c] >= 0) {
-    bi = choices[c];
-    way = unsigned(first[c]);
-  } else if (!find_stash_slot(hash, reusable_stamp, bi, way)) {
+  if (!new_slot(hash, reusable_stamp, bi, way) && !find_stash_slot(hash, reusable_stamp, bi, way)) {
     return WriteStatus::full;
   }
   Bucket& b = buckets_[bi];
@@ -388,6 +359,30 @@ DigestTable::WriteStatus DigestTable::write(uint64_t hash, const uint8_t* digest
   seq_write_end(b.version, v);
   slot = static_cast<uint32_t>(bi * kWays + way);
   return WriteStatus::created;
+}
+
+// A new record goes to whichever of its two buckets has more usable free
+// slots (a free slot is usable once its quarantine has passed, see
+// fuzzy_store.h), in its first; false when neither has one.
+bool DigestTable::new_slot(uint64_t hash, uint32_t reusable_stamp, size_t& bucket, unsigned& way) const {
+  const size_t choices[2] = {home(hash), home2(hash)};
+  unsigned usable[2] = {0, 0};
+  int first[2] = {-1, -1};
+  for (unsigned c = 0; c < 2; ++c) {
+    const Bucket& b = buckets_[choices[c]];
+    for (unsigned w = 0; w < kWays; ++w) {
+      const uint32_t dead = b.dead_stamps[w];
+      if (b.tags[w] == 0 && (dead == 0 || dead <= reusable_stamp)) {
+        ++usable[c];
+        if (first[c] < 0) first[c] = int(w);
+      }
+    }
+  }
+  const unsigned c = usable[1] > usable[0] ? 1 : 0;
+  if (first[c] < 0) return false;
+  bucket = choices[c];
+  way = unsigned(first[c]);
+  return true;
 }
 
 // Both buckets of a new digest are full: a free slot in its stash buckets.

@@ -63,8 +63,9 @@ class DigestTable {
   bool read_slot(uint32_t slot, RecordView& out) const;
   void prefetch_slot(uint32_t slot) const;
   // Owner side, for the loader: prefetches for writing the record lines and
-  // print row of the slot write() would give a new record of `hash` now
-  // (a hint: a record written in between may take it).
+  // print row of the slot write() would give a new record of `hash` now on
+  // a table without quarantined slots (new_slot(); a hint: a record written
+  // in between may take it).
   void prefetch_new_slot(uint64_t hash) const;
   // Whether a record occupies `slot` (a single atomic load; used by the
   // index sweep, where a stale answer is corrected on the next pass).
@@ -161,6 +162,7 @@ class DigestTable {
   bool locate(uint64_t hash, const uint8_t* digest, size_t& bucket, unsigned& way) const;
   void apply_flag(Record& r, uint32_t flag, int32_t value, bool weak);
   void kill(Bucket& b, unsigned way, uint32_t dead_stamp);
+  bool new_slot(uint64_t hash, uint32_t reusable_stamp, size_t& bucket, unsigned& way) const;
   bool find_stash_slot(uint64_t hash, uint32_t reusable_stamp, size_t& bucket, unsigned& way);
   int32_t saturating_add(int32_t a, int32_t b);
 

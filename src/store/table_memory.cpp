@@ -125,7 +125,7 @@ TableArena::TableArena(size_t bytes, HugePages pages) : pages_(pages) {
     }
     return;
   }
-  const int shift = pages == HugePages::pages_1g ? 30 : 21;
+  const int shift = __builtin_ctzll(page);  // the page size's log2, as MAP_HUGE_* wants it
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT);
   void* p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, flags, -1, 0);
   int err = p == MAP_FAILED ? errno : 0;

@@ -11,9 +11,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
 parse_build_arg "$@"
-shingled=$(realpath "$build/src/daemon/shingled")
-ctl=$(realpath "$build/tools/shinglectl")
-probe=$(realpath "$build/tests/fuzzy_probe")
+locate_tools
 
 pool=/sys/kernel/mm/hugepages/hugepages-2048kB
 pool_1g=/sys/kernel/mm/hugepages/hugepages-1048576kB

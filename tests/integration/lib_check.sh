@@ -14,6 +14,14 @@ parse_build_arg() {
   done
 }
 
+# locate_tools: sets `shingled`, `ctl` and `probe` (the fuzzy_probe client)
+# from `build`, as absolute paths (tests cd elsewhere).
+locate_tools() {
+  shingled=$(realpath "$build/src/daemon/shingled")
+  ctl=$(realpath "$build/tools/shinglectl")
+  probe=$(realpath "$build/tests/fuzzy_probe")
+}
+
 passed=0
 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }

@@ -13,9 +13,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
 parse_build_arg "$@"
-shingled=$(realpath "$build/src/daemon/shingled")
-ctl=$(realpath "$build/tools/shinglectl")
-probe=$(realpath "$build/tests/fuzzy_probe")
+locate_tools
 
 setup_tmp
 port=$((20000 + RANDOM % 20000))

@@ -14,9 +14,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib_check.sh"
 parse_build_arg "$@"
-shingled=$(realpath "$build/src/daemon/shingled")
-ctl=$(realpath "$build/tools/shinglectl")
-probe=$(realpath "$build/tests/fuzzy_probe")
+locate_tools
 
 setup_tmp
 port=$(python3 -S "$(dirname "$0")/free_ports.py" 1)
