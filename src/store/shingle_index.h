@@ -24,7 +24,8 @@
 // second line for nothing. Flags and filter bits are sticky, as the flags
 // always were: the entries that set them may die and be swept, and a
 // bucket that overflows again and again can fill its filter over a long
-// run, back to one flag's behaviour; a restart rebuilds the index afresh. A further record of a known key joins the key's bucket;
+// run, back to one flag's behaviour; a restart rebuilds the index afresh.
+// A further record of a known key joins the key's bucket;
 // when that bucket is full it takes a dead record's lane, or, when the key
 // already holds kMaxCandidates live records, the lane of the least recently
 // written one (ties: the lower reference) if it is itself more recent;
