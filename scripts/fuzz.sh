@@ -10,7 +10,7 @@
 # tests/fuzz/crashes/<target>-<hash> and fails the run; keep it once fixed:
 # scripts/test.sh replays every file there through its target.
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 3600
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 3600 fuzz_frame
 #     env: CPU=1 (the CPU to pin to), BUILD=build-fuzz, JOBS=2
 #
 # Never stop a run with SIGSTOP (to free its CPU for a while): libFuzzer's
@@ -40,6 +40,15 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for t in "$BUILD"/tests/fuzz/fuzz_*; do [ -x "$t" ] && [ -f "$t" ] && targets+=("$(basename "$t")"); done
 fi
+# A target may be named with or without its fuzz_ prefix; a name that is no
+# built target stops the run before any hour is spent on it.
+for i in "${!targets[@]}"; do
+  case "${targets[$i]}" in fuzz_*) ;; *) targets[$i]="fuzz_${targets[$i]}" ;; esac
+  if [ ! -x "$BUILD/tests/fuzz/${targets[$i]}" ]; then
+    echo "fuzz.sh: no fuzz target ${targets[$i]} in $BUILD/tests/fuzz" >&2
+    exit 2
+  fi
+done
 logs=$(mktemp -d /tmp/shingled-fuzz.XXXXXX)
 mkdir -p tests/fuzz/crashes
 crashed=0
