@@ -21,7 +21,7 @@ BucketRecordDecode check_call(const BucketRecordCall& c) {
   if (uint8_t(b.op) < uint8_t(BucketOp::check) || uint8_t(b.op) > uint8_t(BucketOp::unblock) ||
       uint8_t(b.outcome) > uint8_t(MessageOutcome::spam) ||
       uint8_t(b.params.arithmetic) > uint8_t(BucketArithmetic::rspamd) || c.key.empty() ||
-      c.key.size() > kMaxBucketKey || c.index >= 1024) {
+      c.key.size() > kMaxBucketKey || c.index >= kMaxBucketCalls) {
     return BucketRecordDecode::bad_call;
   }
   if (!within(b.cost, 0, kMaxBucketCost) || !(b.params.burst > 0) || !within(b.params.burst, 0, kMaxBucketBurst) ||

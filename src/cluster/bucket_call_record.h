@@ -38,6 +38,7 @@
 //      mult, max burst mult, f64 each]  then the key bytes
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -45,6 +46,8 @@
 #include "cluster/replicated_update.h"
 #include "shingled/ratelimit_wire.h"
 #include "store/bucket_table.h"
+#include "store/ratelimit_rules.h"
+#include "store/ratelimit_settings.h"
 
 namespace shingled::cluster {
 
@@ -55,14 +58,21 @@ inline constexpr uint8_t kBucketSecondPass = 2;
 inline constexpr size_t kBucketRecordHeader = 32;
 inline constexpr size_t kBucketCallFixed = 56;
 inline constexpr size_t kBucketFactorsSize = 48;
-// A rule's bucket key is at most 580 bytes (store/ratelimit_rules.h), a
-// client's 255.
+// The decoder's bound on a key; what a node forms is shorter: a rule's
+// bucket key is at most kMaxRateKey (580) bytes, a client's kMaxString (255).
 inline constexpr size_t kMaxBucketKey = 1024;
-// A request's calls in one record: rspamd's requests carry a handful; a
-// request that forms more is answered as not stored, as is one whose
-// record would pass kMaxBucketRecord.
-inline constexpr size_t kMaxBucketCalls = 256;
-inline constexpr size_t kMaxBucketRecord = 16384;
+inline constexpr size_t kMaxFormedBucketKey = std::max(kMaxRateKey, ratelimit::kMaxString);
+static_assert(kMaxFormedBucketKey <= kMaxBucketKey);
+// Every call one request can form goes in one record, so no request shape
+// passes unlimited for being large (a message to many recipients derives
+// up to 64 buckets, and a request carries up to 16 messages): as many
+// calls as that, and the bytes they take with the longest keys and
+// factors (~700 KB, under NATS's default 1 MB max_payload; the records of
+// rspamd-shaped requests are a few KB).
+inline constexpr size_t kMaxBucketCalls = ratelimit::kMaxMessages * kMaxMessageBuckets;
+inline constexpr size_t kMaxBucketRecord =
+    kBucketRecordHeader + kMaxBucketCalls * (kBucketCallFixed + kBucketFactorsSize + kMaxFormedBucketKey);
+static_assert(kMaxBucketRecord < 1024 * 1024, "a record must fit NATS's default max_payload");
 inline constexpr uint64_t kMaxBucketTimeMs = 100'000'000'000'000;  // as counter records
 inline constexpr int64_t kMaxLeaseMs = int64_t(86400) * 1000 * 366;
 inline constexpr uint32_t kMaxExpireS = ratelimit::kMaxExpireSeconds;  // the config's 366 days

@@ -159,17 +159,21 @@ bool Replicator::propose_buckets(unsigned w, uint64_t token, const BucketRecordH
                                  const BucketRecordCall* calls, size_t n, const char* id) {
   Lane& lane = *lanes_[w];
   if (lane.in_flight >= options_.max_in_flight) return false;
-  BucketProposal* p = lane.bucket_proposals.reserve();
-  if (p == nullptr) return false;
-  const size_t len = encode_bucket_record(header, calls, n, p->data);
-  if (len == 0) return false;  // too many calls or bytes for one record
-  p->token = token;
-  p->len = uint32_t(len);
-  snprintf(p->id, sizeof p->id, "%s", id);
-  lane.bucket_proposals.commit();
-  ++lane.in_flight;
-  doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
-  return true;
+  const auto propose = [&](auto& ring) {
+    auto* p = ring.reserve();
+    if (p == nullptr) return false;
+    const size_t len = encode_bucket_record(header, calls, n, p->data);
+    if (len == 0) return false;  // a call out of bounds: no node would decode it
+    p->token = token;
+    p->len = uint32_t(len);
+    snprintf(p->id, sizeof p->id, "%s", id);
+    ring.commit();
+    ++lane.in_flight;
+    doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
+    return true;
+  };
+  if (bucket_record_size(calls, n) <= kBucketSlotBytes) return propose(lane.bucket_proposals);
+  return propose(lane.large_bucket_proposals);
 }
 
 const AppliedBuckets* Replicator::next_buckets(unsigned w) { return lanes_[w]->bucket_applies.front(); }
@@ -274,6 +278,14 @@ bool Replicator::hand_buckets_to_owners(uint64_t sequence, const BucketRecordHea
     }
     slot[w]->sequence = sequence;
     slot[w]->header = h;
+    slot[w]->n = 0;
+  }
+  // Each share's room, counted in n and then made before any call is
+  // written (a slot's vector grows only here, on the replicator's thread).
+  for (size_t i = 0; i < h.calls; ++i) ++slot[owner[i]]->n;
+  for (unsigned w = 0; w < lanes_.size(); ++w) {
+    if (slot[w] == nullptr) continue;
+    if (slot[w]->calls.size() < slot[w]->n) slot[w]->calls.resize(slot[w]->n);
     slot[w]->n = 0;
   }
   for (size_t i = 0; i < h.calls; ++i) {
@@ -522,27 +534,19 @@ bool Replicator::take_proposals() {
   bool any = false;
   for (unsigned w = 0; w < lanes_.size(); ++w) {
     Lane& lane = *lanes_[w];
-    while (!free_tokens_.empty()) {
-      const Proposal* p = lane.proposals.front();
-      if (p == nullptr) break;
-      publish_proposal(w, p->token, ProposalKind::fuzzy, p->id, p->data, p->len);
-      lane.proposals.release();
-      any = true;
-    }
-    while (!free_tokens_.empty()) {
-      const CounterProposal* p = lane.counter_proposals.front();
-      if (p == nullptr) break;
-      publish_proposal(w, p->token, ProposalKind::counters, p->id, p->data, p->len);
-      lane.counter_proposals.release();
-      any = true;
-    }
-    while (!free_tokens_.empty()) {
-      const BucketProposal* p = lane.bucket_proposals.front();
-      if (p == nullptr) break;
-      publish_proposal(w, p->token, ProposalKind::buckets, p->id, p->data, p->len);
-      lane.bucket_proposals.release();
-      any = true;
-    }
+    const auto drain = [&](auto& ring, ProposalKind kind) {
+      while (!free_tokens_.empty()) {
+        const auto* p = ring.front();
+        if (p == nullptr) break;
+        publish_proposal(w, p->token, kind, p->id, p->data, p->len);
+        ring.release();
+        any = true;
+      }
+    };
+    drain(lane.proposals, ProposalKind::fuzzy);
+    drain(lane.counter_proposals, ProposalKind::counters);
+    drain(lane.bucket_proposals, ProposalKind::buckets);
+    drain(lane.large_bucket_proposals, ProposalKind::buckets);
   }
   return any;
 }
@@ -605,7 +609,10 @@ bool Replicator::apply_bucket_record(uint64_t sequence, const uint8_t* data, siz
 // the consumer from the next sequence a little later.
 bool Replicator::proposals_waiting() const {
   for (const auto& lane : lanes_) {
-    if (!lane->proposals.empty() || !lane->counter_proposals.empty() || !lane->bucket_proposals.empty()) return true;
+    if (!lane->proposals.empty() || !lane->counter_proposals.empty() || !lane->bucket_proposals.empty() ||
+        !lane->large_bucket_proposals.empty()) {
+      return true;
+    }
   }
   return false;
 }

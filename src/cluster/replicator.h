@@ -124,7 +124,10 @@ struct AppliedBuckets {
   uint64_t sequence = 0;
   BucketRecordHeader header;  // calls: the whole record's count
   uint16_t n = 0;
-  AppliedBucketCall calls[kMaxBucketCalls];
+  // calls[0..n): grown by the replicator (before it commits the slot) to
+  // the largest share the slot has held, so the ring's slots cost a few
+  // KB until a large record (up to kMaxBucketCalls calls) comes.
+  std::vector<AppliedBucketCall> calls;
 };
 
 struct ReplicatorStats {
@@ -288,22 +291,32 @@ class Replicator {
     char id[kMessageIdSize + 1];
     uint8_t data[kMaxCounterRecord];
   };
-  struct BucketProposal {
+  // Bucket records of rspamd-shaped requests are a few KB and take the
+  // ring of 16 KB slots; a larger one (a message to many recipients, up to
+  // kMaxBucketRecord) one of two large slots, whose pages are untouched
+  // until one is used. The replicator may publish a worker's large record
+  // after small ones proposed later: they are different requests (a
+  // second pass is proposed only once its first pass was applied).
+  template <size_t Bytes>
+  struct BucketProposalOf {
     uint64_t token;
     uint32_t len;
     char id[kMessageIdSize + 1];
-    uint8_t data[kMaxBucketRecord];
+    uint8_t data[Bytes];
   };
+  static constexpr size_t kBucketSlotBytes = 16384;
+  using BucketProposal = BucketProposalOf<kBucketSlotBytes>;
+  using LargeBucketProposal = BucketProposalOf<kMaxBucketRecord>;
   struct alignas(64) Lane {
     // Counter records are ~8 times a fuzzy update's size: their rings hold
-    // a quarter as many. Bucket records and shares are larger still (16 KB
-    // and 36 KB a slot) and rarer: 1/32 as many proposals (128 by default,
-    // two bursts' worth: a full ring refuses a request's first pass), 1/256
-    // as many shares (a full ring only parks reading).
+    // a quarter as many. Bucket records are larger still (16 KB a slot)
+    // and rarer: 1/32 as many proposals (128 by default, two bursts' worth:
+    // a full ring refuses a request's first pass), and 1/256 as many
+    // shares (a full ring only parks reading).
     Lane(size_t ring, size_t in_flight)
         : proposals(ring), outcomes(in_flight), applies(ring), counter_proposals(std::max<size_t>(ring / 4, 1)),
           counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)),
-          bucket_proposals(std::max<size_t>(ring / 32, 4)), bucket_outcomes(in_flight),
+          bucket_proposals(std::max<size_t>(ring / 32, 4)), large_bucket_proposals(2), bucket_outcomes(in_flight),
           bucket_applies(std::max<size_t>(ring / 256, 4)) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;
@@ -312,6 +325,7 @@ class Replicator {
     SpscRing<ProposalOutcome> counter_outcomes;  // apart, so each handler takes only its own
     SpscRing<AppliedCounters> counter_applies;
     SpscRing<BucketProposal> bucket_proposals;
+    SpscRing<LargeBucketProposal> large_bucket_proposals;
     SpscRing<ProposalOutcome> bucket_outcomes;
     SpscRing<AppliedBuckets> bucket_applies;
     size_t in_flight = 0;

@@ -415,10 +415,10 @@ void RatelimitHandler::execute(const InboxMessage& m, const LoopClock& now) {
 bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, const std::vector<uint16_t>& which,
                                     const RxPacket* p) {
   const bool first = pass == cluster::kBucketFirstPass;
-  if (which.size() > cluster::kMaxBucketCalls) {
-    stats_.ratelimit_cluster_too_large.add();
-    return false;
-  }
+  // Every request's calls fit one record (bucket_call_record.h): no
+  // request shape is let through unlimited for being large.
+  static_assert(kMaxItems <= cluster::kMaxBucketCalls);
+  static_assert(std::max(kMaxRateKey, ratelimit::kMaxString) <= cluster::kMaxFormedBucketKey);
   // A first pass is refused at once when persistence is behind (the records
   // this node must apply wait in the stream, not in memory) or the stream
   // has no leader. A second pass is not held back by persistence: its first
@@ -442,10 +442,6 @@ bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, co
     if (r.dynamic) r.factors = *c.call.params.dynamic;
     r.key = std::string_view(pc.keys.data() + c.key_at, c.key_len);
     r.index = which[k];
-  }
-  if (cluster::bucket_record_size(record_calls_.data(), which.size()) > cluster::kMaxBucketRecord) {
-    stats_.ratelimit_cluster_too_large.add();  // long keys, dynamic factors: see docs/cluster.md
-    return false;
   }
   cluster::BucketRecordHeader h;
   h.pass = pass;

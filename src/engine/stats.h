@@ -116,7 +116,6 @@ class Counter {
   X(ratelimit_buckets_expired, "buckets removed once drained or past expire (sweep)")       \
   X(ratelimit_cluster_proposed, "rate-limit requests whose bucket calls went to the cluster's stream") \
   X(ratelimit_cluster_applied, "bucket records (this worker's share) applied from the stream")     \
-  X(ratelimit_cluster_too_large, "rate-limit requests with more bucket calls than a stream record holds (not stored)") \
   X(ratelimit_buckets_evicted, "live buckets evicted for a new one: ratelimit_service_max_buckets reached") \
   X(loop_iterations, "worker loop iterations")                                              \
   X(busy_ns, "time in loop passes that had packets or inbox messages, ns (a polling core's real load)") \

@@ -8,7 +8,8 @@
 #    the one the accepting node's own apply computed);
 #  - the same for rspamd-shaped messages (kind 3: reserve, then commit or
 #    release as a second record), and for the envelope rules' buckets
-#    (kind 1), whose keys pass 255 bytes;
+#    (kind 1), whose keys pass 255 bytes, and for messages to 16
+#    recipients, whose 64 buckets make records past a ring slot's 16 KB;
 #  - every node then reads the same levels;
 #  - a node killed with -9 after a sync, while the others go on deciding,
 #    reads exactly the replicated levels after its restart: nothing applied
@@ -26,8 +27,13 @@ parse_build_arg "$@"
 . "$here/lib_cluster.sh"
 rl="$here/ratelimit_udp.py"
 export NODE_RATELIMIT=1
-# The envelope rules (kind 1): 10 messages a day to each recipient.
-rules='ratelimit { rates { to = "10 / 1d"; } }'
+# The envelope rules (kind 1): 10 messages a day to each recipient, and
+# from one sender at one IP to it three buckets more (10, 11 and 12 a
+# day); each of a message's first 16 recipients forms its own four, so a
+# message to 16 forms 64 buckets (the most there are) with keys of up to
+# ~340 bytes.
+rules='ratelimit { compat = "per_recipient"; max_rcpts = 16;
+  rates { to = "10 / 1d"; to_ip_from = { bucket = [ "10 / 1d", "11 / 1d", "12 / 1d" ]; } } }'
 
 cluster_init a b c
 for i in 0 1 2; do start_nats "$i"; done
@@ -104,6 +110,28 @@ got=$(python3 "$rl" envelope "${rl_port[c]}" "${long}t" 1)
 proposed=$(total_figure a ratelimit_cluster_proposed)
 [ "$proposed" = 52 ] && pass "node a proposed its 52 requests to the stream" ||
   fail "node a proposed its 52 requests to the stream" "ratelimit_cluster_proposed = $proposed"
+
+# A message to 16 recipients forms 64 buckets, a stream record of ~21 KB:
+# larger than a ring slot (16 KB), so it goes through the large slots,
+# and it is limited exactly like a small one. 12 messages through node a
+# and 12 through node b at once: exactly 10 accepted between them, none
+# let through unlimited as "not stored" (which every one of them was
+# while a record could hold only 16 KB).
+python3 "$rl" envelope-many "${rl_port[a]}" 16 12 >"$tmp/m1.out" &
+p1=$!
+python3 "$rl" envelope-many "${rl_port[b]}" 16 12 >"$tmp/m2.out" &
+p2=$!
+wait "$p1"
+wait "$p2"
+got=$(paste -d' ' "$tmp/m1.out" "$tmp/m2.out" | awk '{ print $1 + $5, $2 + $6, $3 + $7, $4 + $8 }')
+[ "$got" = "10 14 0 0" ] &&
+  pass "messages to 16 recipients (64 buckets, ~21 KB records) through two nodes: exactly 10 of 24 accepted" ||
+  fail "messages to 16 recipients (64 buckets, ~21 KB records) through two nodes: exactly 10 of 24 accepted" \
+    "accepted, limited, not stored, unanswered: $got (node a: $(cat "$tmp/m1.out"), node b: $(cat "$tmp/m2.out"))"
+rcpt15="rcpt15-$(printf 'r%.0s' $(seq 84))@example.net"
+got=$(python3 "$rl" envelope "${rl_port[c]}" "$rcpt15" 1)
+[ "$got" = "0 1 0 0" ] && pass "node c limits the 16th recipient of those messages (its bucket replicated)" ||
+  fail "node c limits the 16th recipient of those messages (its bucket replicated)" "got '$got'"
 
 # Catch-up: 10 through a, a sync on a, 5 through b, kill -9 of a, 5 through
 # c, a restarted: 20 on every node, none applied twice or missed.

@@ -15,6 +15,11 @@ UDP client does), up to five times.
   ratelimit_udp.py envelope PORT RCPT COUNT           COUNT one-shot messages
       (kind 1) from a@example.net to RCPT: the server's rules form the
       buckets; prints the same four counts
+  ratelimit_udp.py envelope-many PORT NRCPT COUNT     COUNT one-shot
+      messages (kind 1) from a 224-byte sender at 192.0.2.1, each listing
+      the same NRCPT recipients of ~100 bytes (a request of ~1.9 KB for
+      16: the rules can form 64 buckets with long keys from it); prints
+      the same four counts
 """
 import os
 import socket
@@ -63,6 +68,8 @@ def main():
     if what == "envelope":
         rcpt, count = sys.argv[3].encode(), int(sys.argv[4])
         key, burst, rate = "", 0.0, 0.0
+    elif what == "envelope-many":
+        nrcpt, count = int(sys.argv[3]), int(sys.argv[4])
     else:
         key, burst, rate, count = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
     tally = [0, 0, 0, 0]  # allowed/accepted, limited, not stored, unanswered
@@ -71,6 +78,14 @@ def main():
             sender = b"a@example.net"
             item = bytes([1, 0, 0, 1]) + struct.pack("<H", 1) + bytes([1, 0]) + struct.pack("<Q", 0) + bytes(16)
             item += bytes([len(sender)]) + sender + bytes([0]) + bytes([len(rcpt)]) + rcpt
+            rid, d = request(1, item, 1)
+        elif what == "envelope-many":
+            sender = b"s" * 212 + b"@example.net"
+            rcpts = [(b"rcpt%02d-" % i) + b"r" * 84 + b"@example.net" for i in range(nrcpt)]
+            item = bytes([1, 0, 4, 1]) + struct.pack("<H", nrcpt) + bytes([nrcpt, 0]) + struct.pack("<Q", 0)
+            item += bytes([192, 0, 2, 1]) + bytes(12)
+            item += bytes([len(sender)]) + sender + bytes([0])
+            item += b"".join(bytes([len(r)]) + r for r in rcpts)
             rid, d = request(1, item, 1)
         elif what == "bucket":
             rid, d = request(2, bucket_item(3, key, burst, rate), 1)
