@@ -541,10 +541,11 @@ void RatelimitHandler::apply_replicated(const cluster::AppliedBuckets& a) {
     BucketResult result = fail_open();
     const unsigned shard = store.shard_of(c.call.id);
     if (a.sequence > applied_[shard]) {  // a shard skips what the database had at start
+      // The record's factors by value, as the accepting node used them: no
+      // registry of this node's (full in its own arrival order) decides.
+      // The table reads them only during the call.
       BucketCall call = c.call;
-      bool dropped = false;
-      call.params.dynamic = c.dynamic ? service_.replicated_factors(c.factors, dropped, replicated_hint_) : nullptr;
-      if (dropped) stats_.ratelimit_factor_sets_full.add();
+      call.params.dynamic = c.dynamic ? &c.factors : nullptr;
       const int64_t at = call.at_ms != 0 ? call.at_ms : int64_t(a.header.accept_ms);
       result = store.table(shard).apply(call, at);
       if (result.evicted) stats_.ratelimit_buckets_evicted.add();

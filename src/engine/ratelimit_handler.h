@@ -178,7 +178,6 @@ class RatelimitHandler final : public ServiceHandler {
   uint64_t positions_epoch_ = 0;
   std::vector<uint64_t> applied_;
   uint64_t lane_sequence_ = 0;
-  const DynamicFactors* replicated_hint_ = nullptr;
   std::vector<cluster::BucketRecordCall> record_calls_;  // propose_pass's scratch
 };
 

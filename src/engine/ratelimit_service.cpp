@@ -55,19 +55,6 @@ BucketParams RatelimitService::spec_params(const ratelimit::BucketSpec& spec,
   return p;
 }
 
-const DynamicFactors* RatelimitService::replicated_factors(const DynamicFactors& f, bool& dropped,
-                                                           const DynamicFactors*& hint) {
-  dropped = false;
-  const DynamicFactors& c = config_factors_;
-  if (f.spam_rate == c.spam_rate && f.spam_burst == c.spam_burst && f.ham_rate == c.ham_rate &&
-      f.ham_burst == c.ham_burst && f.max_rate_mult == c.max_rate_mult && f.max_burst_mult == c.max_burst_mult) {
-    return &config_factors_;
-  }
-  if (const DynamicFactors* kept = factor_sets_.intern(f, hint)) return kept;
-  dropped = true;
-  return &config_factors_;
-}
-
 BucketOp RatelimitService::item_op(uint8_t wire_op) {
   switch (wire_op) {
     case ratelimit::kOpCheck: return BucketOp::check;

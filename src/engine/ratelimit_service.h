@@ -52,10 +52,6 @@ class RatelimitService {
   BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped,
                            const DynamicFactors*& factors_hint);
 
-  // A bucket record's factors (cluster/bucket_call_record.h) as this node
-  // keeps them: the config's when equal, else interned as a client's own
-  // (the config's when the registry is full; counted in `dropped`).
-  const DynamicFactors* replicated_factors(const DynamicFactors& f, bool& dropped, const DynamicFactors*& hint);
   // The config's factors (a bucket record carries them by value).
   const DynamicFactors& config_factors() const { return config_factors_; }
 

@@ -18,7 +18,9 @@
 #    (the buckets and the secret their ids are keyed by) and reads every
 #    bucket's level;
 #  - with no stream leader a change is answered at once as not stored (the
-#    message passes), and peeks go on.
+#    message passes), and peeks go on;
+#  - dynamic factors are applied as the record carries them, so a node
+#    whose registry of kept sets is full reads what the others do.
 # Usage: cluster_ratelimit_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -177,5 +179,32 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
   pass "with no stream leader a change is answered at once as not stored (${ms} ms)" ||
   fail "with no stream leader a change is answered at once as not stored" "got '$got' in ${ms} ms"
 check "peeks go on without a leader" test "$(python3 "$rl" peek "${rl_port[b]}" shared 50 0)" = 50
+
+# Dynamic factors: a replica applies a call with the factors its record
+# carries, never through its own registry of kept sets, whose 256 fill in
+# each node's arrival order. Node b's fill here with requests that never
+# reach the stream (no leader); then 3 spam messages through node a with
+# a new set (spam burst factor 0.5) leave the same capacity on both nodes
+# (b used its config's factors, 0.98, while its registry decided).
+got=$(python3 "$rl" dynamic "${rl_port[b]}" fill 100 2 0 257 1)
+sets_full=$(total_figure b ratelimit_factor_sets_full)
+[ "${got% *}" = "0 0 257 0" ] && [ "$sets_full" = 1 ] &&
+  pass "node b's 256 kept factor sets taken (the 257th dropped)" ||
+  fail "node b's 256 kept factor sets taken (the 257th dropped)" "got '$got', factor_sets_full $sets_full"
+start_nats 1
+start_nats 2
+for _ in $(seq 300); do
+  [ "$(cluster_figure a writable)" = 1 ] && [ "$(cluster_figure b writable)" = 1 ] && break
+  sleep 0.1
+done
+got=$(python3 "$rl" dynamic "${rl_port[a]}" dyn 100 1 2 3 0)
+[ "${got% *}" = "3 0 0 0" ] && pass "3 spam messages with their own factors through node a, once a leader is back" ||
+  fail "3 spam messages with their own factors through node a, once a leader is back" "got '$got'"
+cap_a=$(python3 "$rl" dynamic "${rl_port[a]}" dyn 100 2 0 1 0)
+cap_b=$(python3 "$rl" dynamic "${rl_port[b]}" dyn 100 2 0 1 0)
+[ "${cap_a##* }" = "${cap_b##* }" ] && [ "${cap_a##* }" = 12.5 ] &&
+  pass "node b reads the capacity node a does (12.5: the record's factors, not b's registry)" ||
+  fail "node b reads the capacity node a does (12.5: the record's factors, not b's registry)" \
+    "node a: '$cap_a', node b: '$cap_b'"
 
 finish

@@ -20,6 +20,12 @@ UDP client does), up to five times.
       the same NRCPT recipients of ~100 bytes (a request of ~1.9 KB for
       16: the rules can form 64 buckets with long keys from it); prints
       the same four counts
+  ratelimit_udp.py dynamic PORT KEY BURST PHASE OUTCOME COUNT SET
+      COUNT kind-3 messages (PHASE 1 one-shot, 2 check; OUTCOME 0
+      uncertain, 2 spam) with one bucket, dynamic multipliers on and own
+      factors: SET 0 the set whose spam burst factor is 0.5, SET n > 0
+      sets n .. n+COUNT-1, each request a set of its own; prints the four
+      counts and the capacity of the last answer
 """
 import os
 import socket
@@ -70,11 +76,23 @@ def main():
         key, burst, rate = "", 0.0, 0.0
     elif what == "envelope-many":
         nrcpt, count = int(sys.argv[3]), int(sys.argv[4])
+    elif what == "dynamic":
+        key, burst = sys.argv[3], float(sys.argv[4])
+        phase, outcome, count, first_set = (int(a) for a in sys.argv[5:9])
+        capacity = None
     else:
         key, burst, rate, count = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
     tally = [0, 0, 0, 0]  # allowed/accepted, limited, not stored, unanswered
-    for _ in range(count):
-        if what == "envelope":
+    for i in range(count):
+        if what == "dynamic":
+            k = key.encode()
+            # ham rate, spam rate, ham burst, spam burst, max rate mult, max bucket mult
+            factors = (1.01, 0.99, 1.02, 0.5, 5.0, 10.0) if first_set == 0 else \
+                (1.01, 0.5 + (first_set + i) / 1000.0, 1.02, 0.98, 5.0, 10.0)
+            item = bytes([phase, outcome, 1, 0, 0, 0, 0, 0]) + struct.pack("<Qq", 0, 0)
+            spec = bytes([len(k), 3]) + struct.pack("<HIdd", 1, 0, burst, 0.0) + k + struct.pack("<6d", *factors)
+            rid, d = request(3, item + spec, 1)
+        elif what == "envelope":
             sender = b"a@example.net"
             item = bytes([1, 0, 0, 1]) + struct.pack("<H", 1) + bytes([1, 0]) + struct.pack("<Q", 0) + bytes(16)
             item += bytes([len(sender)]) + sender + bytes([0]) + bytes([len(rcpt)]) + rcpt
@@ -103,6 +121,11 @@ def main():
         else:
             verdict, flags = reply[16], reply[17]
             tally[2 if flags & 1 else 1 if verdict == 1 else 0] += 1
+            if what == "dynamic":
+                capacity = struct.unpack("<f", reply[16 + 20:16 + 24])[0]
+    if what == "dynamic":
+        print(" ".join(str(t) for t in tally), "%g" % capacity if capacity is not None else "none")
+        return 0
     print(" ".join(str(t) for t in tally))
     return 0
 
