@@ -57,6 +57,7 @@ const char* bucket_record_decode_name(BucketRecordDecode d) {
   switch (d) {
     case BucketRecordDecode::ok: return "ok";
     case BucketRecordDecode::too_short: return "too_short";
+    case BucketRecordDecode::too_long: return "too_long";
     case BucketRecordDecode::bad_format: return "bad_format";
     case BucketRecordDecode::bad_pass: return "bad_pass";
     case BucketRecordDecode::bad_count: return "bad_count";
@@ -76,7 +77,8 @@ size_t bucket_record_size(const BucketRecordCall* calls, size_t n) {
   return size;
 }
 
-size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out) {
+size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out,
+                            size_t capacity) {
   if (n == 0 || n > kMaxBucketCalls || h.accept_ms > kMaxBucketTimeMs ||
       (h.pass != kBucketFirstPass && h.pass != kBucketSecondPass)) {
     return 0;
@@ -86,7 +88,7 @@ size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall*
     if (check_call(calls[i]) != BucketRecordDecode::ok || !client_time_ok(calls[i], h.accept_ms)) return 0;
     size += call_size(calls[i]);
   }
-  if (size > kMaxBucketRecord) return 0;
+  if (size > kMaxBucketRecord || size > capacity) return 0;
   out[0] = kBucketRecordFormat;
   out[1] = h.pass;
   store_le16(out + 2, uint16_t(n));
@@ -129,6 +131,7 @@ size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall*
 BucketRecordDecode decode_bucket_record(const uint8_t* data, size_t len, BucketRecordHeader& h,
                                         BucketRecordCall* out) {
   if (len < kBucketRecordHeader) return BucketRecordDecode::too_short;
+  if (len > kMaxBucketRecord) return BucketRecordDecode::too_long;  // what no node encodes
   if (data[0] != kBucketRecordFormat) return BucketRecordDecode::bad_format;
   h.pass = data[1];
   if (h.pass != kBucketFirstPass && h.pass != kBucketSecondPass) return BucketRecordDecode::bad_pass;

@@ -101,6 +101,7 @@ struct BucketRecordCall {
 enum class BucketRecordDecode : uint8_t {
   ok = 0,
   too_short,   // fewer bytes than the header, or a call cut short
+  too_long,    // more than kMaxBucketRecord bytes
   bad_format,  // another first byte
   bad_pass,
   bad_count,   // 0 calls, or more than kMaxBucketCalls
@@ -113,10 +114,12 @@ enum class BucketRecordDecode : uint8_t {
 };
 const char* bucket_record_decode_name(BucketRecordDecode d);
 
-// Writes the header and `n` calls into `out` (room for kMaxBucketRecord);
+// Writes the header and `n` calls into `out` (room for `capacity` bytes);
 // returns the size, or 0 when they do not make a record every node would
-// decode (count, size, a key or a number out of bounds).
-size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out);
+// decode (count, a key or a number out of bounds, more than
+// kMaxBucketRecord bytes) or it would not fit `capacity`.
+size_t encode_bucket_record(const BucketRecordHeader& h, const BucketRecordCall* calls, size_t n, uint8_t* out,
+                            size_t capacity);
 // The bytes a record of these calls takes (whether it fits kMaxBucketRecord).
 size_t bucket_record_size(const BucketRecordCall* calls, size_t n);
 // Decodes into `h` and `out` (room for kMaxBucketCalls); keys point into

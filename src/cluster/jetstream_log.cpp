@@ -24,6 +24,9 @@ constexpr uint64_t kAckBackstopMs = kAckWaitMs + 1000;
 constexpr uint64_t kRetryBackoffMs = 100;
 // Stale entries poll_publishes' queue may hold beyond four per pending record.
 constexpr size_t kDueSlack = 1024;
+// What a record's headers (Nats-Msg-Id) and protocol line add to it
+// against the server's max_payload, with room to spare.
+constexpr size_t kHeaderRoom = 1024;
 // The error code the client gives a publish nobody answered (no stream
 // leader): "JetStream not enabled", though it is only an election.
 constexpr int kNoRespondersCode = 10076;
@@ -125,6 +128,16 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
   }
   nc_ = connect_nats(options, error);
   if (nc_ == nullptr) return false;
+  // A record past the server's max_payload could never be stored, and each
+  // would be retried until it timed out: refused here, at start.
+  if (const int64_t limit = natsConnection_GetMaxPayload(nc_);
+      options.largest_record != 0 && limit < int64_t(options.largest_record + kHeaderRoom)) {
+    error = "the NATS server's max_payload is " + std::to_string(limit) + " bytes; records of up to " +
+            std::to_string(options.largest_record) + " bytes (and their headers) must fit: raise max_payload " +
+            "in the nats-server configuration (its default, 1 MB, is enough)";
+    close();
+    return false;
+  }
   natsStatus s = NATS_OK;
   jsOptions jo;
   jsOptions_Init(&jo);
@@ -172,6 +185,9 @@ bool JetStreamLog::open(const LogOptions& options, std::string& error) {
 
 bool JetStreamLog::publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len) {
   if (js_ == nullptr) return false;
+  // Checked at open(); a server reached later (a reconnect) may allow less,
+  // and retrying what it can never take would only time out.
+  if (int64_t(len + kHeaderRoom) > natsConnection_GetMaxPayload(nc_)) return false;
   if (const auto it = pending_.find(id); it != pending_.end()) {
     // The same record again (a client's retransmission, by its content id)
     // while the first awaits its ack: it shares the first one's outcome.

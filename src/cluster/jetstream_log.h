@@ -51,6 +51,9 @@ struct LogOptions : NatsEndpoint {
   unsigned max_pending = 4096;           // records awaiting their ack, at most
   bool manage_stream = true;             // false: open() leaves the stream as it is (tools)
   size_t max_queued_records = 65536;     // read_from()'s queue (tests make it small)
+  // The largest record the caller will publish: open() refuses a server
+  // whose max_payload cannot carry it with its headers (0: no check).
+  size_t largest_record = 0;
 };
 
 class JetStreamLog {
@@ -71,7 +74,8 @@ class JetStreamLog {
   // Queues one record under message id `id` (the same id: the same
   // record); `token` comes back in its outcome. A record whose id already
   // awaits its ack is not sent again: it gets that one's outcome. False
-  // when max_pending records await acks.
+  // when max_pending records await acks, or the connected server's
+  // max_payload cannot carry the record.
   bool publish(uint64_t token, const std::string& id, const uint8_t* data, size_t len);
   struct Outcome {
     uint64_t token = 0;

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <random>
 
 #include "common/clock.h"
@@ -159,10 +160,8 @@ bool Replicator::propose_buckets(unsigned w, uint64_t token, const BucketRecordH
                                  const BucketRecordCall* calls, size_t n, const char* id) {
   Lane& lane = *lanes_[w];
   if (lane.in_flight >= options_.max_in_flight) return false;
-  const auto propose = [&](auto& ring) {
-    auto* p = ring.reserve();
-    if (p == nullptr) return false;
-    const size_t len = encode_bucket_record(header, calls, n, p->data);
+  const auto propose = [&](auto& ring, auto* p, uint8_t* data, size_t capacity) {
+    const size_t len = encode_bucket_record(header, calls, n, data, capacity);
     if (len == 0) return false;  // a call out of bounds: no node would decode it
     p->token = token;
     p->len = uint32_t(len);
@@ -172,8 +171,16 @@ bool Replicator::propose_buckets(unsigned w, uint64_t token, const BucketRecordH
     doorbell_.ring_if_sleeping();  // after the commit: see common/doorbell.h
     return true;
   };
-  if (bucket_record_size(calls, n) <= kBucketSlotBytes) return propose(lane.bucket_proposals);
-  return propose(lane.large_bucket_proposals);
+  const size_t size = bucket_record_size(calls, n);
+  if (size <= sizeof(BucketProposal::data)) {
+    BucketProposal* p = lane.bucket_proposals.reserve();
+    return p != nullptr && propose(lane.bucket_proposals, p, p->data, sizeof p->data);
+  }
+  if (size > kMaxBucketRecord) return false;  // no node would decode it
+  LargeBucketProposal* p = lane.large_bucket_proposals.reserve();
+  if (p == nullptr) return false;
+  if (p->data.size() < size) p->data.resize(size);
+  return propose(lane.large_bucket_proposals, p, p->data.data(), p->data.size());
 }
 
 const AppliedBuckets* Replicator::next_buckets(unsigned w) { return lanes_[w]->bucket_applies.front(); }
@@ -309,9 +316,9 @@ bool Replicator::hand_buckets_to_owners(uint64_t sequence, const BucketRecordHea
 // The parked record, if its owner has room now.
 bool Replicator::unpark() {
   if (parked_buckets_) {
-    // Decoding and hashing a large record again every pass (up to 256 keys
-    // of 1 KB) would cost a core while an owner is slow: first the owner
-    // that had no room.
+    // Decoding and hashing a large record again every pass (up to 1,024
+    // keys of up to 580 bytes) would cost a core while an owner is slow:
+    // first the owner that had no room.
     const unsigned w = parked_buckets_->waits_on;
     if (lanes_[w]->bucket_applies.reserve() == nullptr) {
       if (options_.wake) options_.wake(w);
@@ -538,7 +545,7 @@ bool Replicator::take_proposals() {
       while (!free_tokens_.empty()) {
         const auto* p = ring.front();
         if (p == nullptr) break;
-        publish_proposal(w, p->token, kind, p->id, p->data, p->len);
+        publish_proposal(w, p->token, kind, p->id, std::data(p->data), p->len);
         ring.release();
         any = true;
       }

@@ -293,20 +293,25 @@ class Replicator {
   };
   // Bucket records of rspamd-shaped requests are a few KB and take the
   // ring of 16 KB slots; a larger one (a message to many recipients, up to
-  // kMaxBucketRecord) one of two large slots, whose pages are untouched
-  // until one is used. The replicator may publish a worker's large record
-  // after small ones proposed later: they are different requests (a
-  // second pass is proposed only once its first pass was applied).
-  template <size_t Bytes>
-  struct BucketProposalOf {
+  // kMaxBucketRecord) a slot of a second ring, as many slots, each holding
+  // its record in a buffer grown (by the worker, before it commits the
+  // slot) to the largest the slot has carried: a burst of large requests
+  // is taken whole, and memory follows the records actually seen. The
+  // replicator may publish a worker's large record after small ones
+  // proposed later: they are different requests (a second pass is
+  // proposed only once its first pass was applied).
+  struct BucketProposal {
     uint64_t token;
     uint32_t len;
     char id[kMessageIdSize + 1];
-    uint8_t data[Bytes];
+    uint8_t data[16384];
   };
-  static constexpr size_t kBucketSlotBytes = 16384;
-  using BucketProposal = BucketProposalOf<kBucketSlotBytes>;
-  using LargeBucketProposal = BucketProposalOf<kMaxBucketRecord>;
+  struct LargeBucketProposal {
+    uint64_t token = 0;
+    uint32_t len = 0;
+    char id[kMessageIdSize + 1] = "";
+    std::vector<uint8_t> data;
+  };
   struct alignas(64) Lane {
     // Counter records are ~8 times a fuzzy update's size: their rings hold
     // a quarter as many. Bucket records are larger still (16 KB a slot)
@@ -316,7 +321,8 @@ class Replicator {
     Lane(size_t ring, size_t in_flight)
         : proposals(ring), outcomes(in_flight), applies(ring), counter_proposals(std::max<size_t>(ring / 4, 1)),
           counter_outcomes(in_flight), counter_applies(std::max<size_t>(ring / 4, 1)),
-          bucket_proposals(std::max<size_t>(ring / 32, 4)), large_bucket_proposals(2), bucket_outcomes(in_flight),
+          bucket_proposals(std::max<size_t>(ring / 32, 4)),
+          large_bucket_proposals(std::max<size_t>(ring / 32, 4)), bucket_outcomes(in_flight),
           bucket_applies(std::max<size_t>(ring / 256, 4)) {}
     SpscRing<Proposal> proposals;
     SpscRing<ProposalOutcome> outcomes;

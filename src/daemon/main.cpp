@@ -522,6 +522,10 @@ std::unique_ptr<cluster::Replicator> start_replicator(const Config& config, Engi
   o.ready_lag = config.cluster.ready_lag;
   // Every worker's whole in-flight allowance may wait on JetStream at once.
   o.log.max_pending = unsigned(o.max_in_flight * o.workers);
+  // The servers must take the largest record this node may publish (a
+  // rate-limit request's calls, ~700 KB at most: bucket_call_record.h).
+  o.log.largest_record = std::max(cluster::kMaxUpdateSize, cluster::kMaxCounterRecord);
+  if (buckets != nullptr) o.log.largest_record = std::max(o.log.largest_record, cluster::kMaxBucketRecord);
   o.settings = "max_hashes " + std::to_string(engine.store().capacity()) + ", expire " +
                std::to_string(config.expire_seconds) + " s, " + std::to_string(engine.store().shard_count()) +
                " shards";

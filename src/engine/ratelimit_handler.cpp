@@ -418,7 +418,8 @@ bool RatelimitHandler::propose_pass(Pending& pc, uint16_t slot, uint8_t pass, co
   // Every request's calls fit one record (bucket_call_record.h): no
   // request shape is let through unlimited for being large.
   static_assert(kMaxItems <= cluster::kMaxBucketCalls);
-  static_assert(std::max(kMaxRateKey, ratelimit::kMaxString) <= cluster::kMaxFormedBucketKey);
+  static_assert(sizeof(DerivedBucket::key) <= cluster::kMaxFormedBucketKey, "a rule's key");
+  static_assert(ratelimit::kMaxString <= cluster::kMaxFormedBucketKey, "a client's key (kind 3)");
   // A first pass is refused at once when persistence is behind (the records
   // this node must apply wait in the stream, not in memory) or the stream
   // has no leader. A second pass is not held back by persistence: its first

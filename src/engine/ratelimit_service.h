@@ -52,8 +52,6 @@ class RatelimitService {
   BucketParams spec_params(const ratelimit::BucketSpec& spec, bool& own_factors_dropped,
                            const DynamicFactors*& factors_hint);
 
-  // The config's factors (a bucket record carries them by value).
-  const DynamicFactors& config_factors() const { return config_factors_; }
 
   // The buckets that refused lately (shinglectl ratelimit top).
   LimitedLog& limited() { return limited_; }

@@ -73,8 +73,8 @@ class Counter {
   X(refreshes, "records refreshed by a strong CHECK hit (their life counts from it)")        \
   X(refreshes_dropped, "refreshes lost: the owner core's inbox was full")                   \
   X(cluster_proposed, "WRITE/DEL handed to the cluster's stream, answered on its outcome")   \
-  X(cluster_refused, "WRITE/DEL refused at once (500): as many in flight as a worker holds") \
-  X(cluster_unavailable, "WRITE/DEL refused at once (500): the cluster's stream has no leader") \
+  X(cluster_refused, "changes refused at once (a WRITE/DEL answered 500): the worker's rings or in-flight allowance full") \
+  X(cluster_unavailable, "changes refused at once (a WRITE/DEL answered 500): the cluster's stream has no leader") \
   X(cluster_not_ready, "CHECKs dropped: the node has not caught up with the cluster's stream") \
   X(cluster_applied, "updates applied from the cluster's stream")                           \
   X(cluster_apply_full, "stream updates not stored here: the store was full")              \

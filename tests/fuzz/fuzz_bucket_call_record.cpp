@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint8_t again[kMaxBucketRecord];
   BucketRecordHeader h;
   if (decode_bucket_record(data, size, h, calls) != BucketRecordDecode::ok) return 0;
-  const size_t n = encode_bucket_record(h, calls, h.calls, again);
+  const size_t n = encode_bucket_record(h, calls, h.calls, again, sizeof again);
   if (n != size || std::memcmp(again, data, size) != 0) abort();
   return 0;
 }

@@ -20,7 +20,9 @@
 #  - with no stream leader a change is answered at once as not stored (the
 #    message passes), and peeks go on;
 #  - dynamic factors are applied as the record carries them, so a node
-#    whose registry of kept sets is full reads what the others do.
+#    whose registry of kept sets is full reads what the others do;
+#  - a NATS server whose max_payload cannot carry the largest record is
+#    refused at start.
 # Usage: cluster_ratelimit_test.sh --build BUILD_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -130,6 +132,19 @@ got=$(paste -d' ' "$tmp/m1.out" "$tmp/m2.out" | awk '{ print $1 + $5, $2 + $6, $
   pass "messages to 16 recipients (64 buckets, ~21 KB records) through two nodes: exactly 10 of 24 accepted" ||
   fail "messages to 16 recipients (64 buckets, ~21 KB records) through two nodes: exactly 10 of 24 accepted" \
     "accepted, limited, not stored, unanswered: $got (node a: $(cat "$tmp/m1.out"), node b: $(cat "$tmp/m2.out"))"
+# Many such requests at once on one node, each its own recipients: every
+# one is limited by its own buckets (5 of 5 accepted), none refused for
+# want of a slot for its large record.
+clients=()
+for k in $(seq 8); do
+  python3 "$rl" envelope-many "${rl_port[a]}" 16 5 "p$k-" >"$tmp/par$k.out" &
+  clients+=($!)
+done
+wait "${clients[@]}"
+got=$(cat "$tmp"/par*.out | awk '{ a += $1; l += $2; n += $3; u += $4 } END { print a, l, n, u }')
+[ "$got" = "40 0 0 0" ] && pass "8 clients at once through node a, 5 such messages each: all 40 accepted, none refused" ||
+  fail "8 clients at once through node a, 5 such messages each: all 40 accepted, none refused" \
+    "accepted, limited, not stored, unanswered: $got"
 rcpt15="rcpt15-$(printf 'r%.0s' $(seq 84))@example.net"
 got=$(python3 "$rl" envelope "${rl_port[c]}" "$rcpt15" 1)
 [ "$got" = "0 1 0 0" ] && pass "node c limits the 16th recipient of those messages (its bucket replicated)" ||
@@ -206,5 +221,27 @@ cap_b=$(python3 "$rl" dynamic "${rl_port[b]}" dyn 100 2 0 1 0)
   pass "node b reads the capacity node a does (12.5: the record's factors, not b's registry)" ||
   fail "node b reads the capacity node a does (12.5: the record's factors, not b's registry)" \
     "node a: '$cap_a', node b: '$cap_b'"
+
+# A NATS server whose max_payload (256 KB) cannot carry the largest bucket
+# record: a node with rate limits refuses to start and says why, rather
+# than having every such record retried until it times out.
+read -r small_port udp_port[d] counter_port[d] rl_port[d] <<<"$(python3 "$here/free_ports.py" 4)"
+mkdir -p "$tmp/small"
+printf 'max_payload: 262144\njetstream { store_dir: "%s" }\n' "$tmp/small" >"$tmp/small.conf"
+nats-server -a 127.0.0.1 -p "$small_port" -c "$tmp/small.conf" -l "$tmp/small.log" &
+nats_pid[3]=$!
+for _ in $(seq 100); do
+  python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$small_port" \
+    2>/dev/null && break
+  sleep 0.05
+done
+servers="nats://127.0.0.1:$small_port"
+if start_node d >"$tmp/start.out" 2>&1; then
+  fail "a node with rate limits refuses a NATS server whose max_payload is too small" "it started"
+else
+  grep -q "max_payload is 262144 bytes" "$tmp/d/daemon.log" &&
+    pass "a node with rate limits refuses a NATS server whose max_payload is too small" ||
+    fail "a node with rate limits refuses a NATS server whose max_payload is too small" "$(tail -3 "$tmp/d/daemon.log")"
+fi
 
 finish

@@ -15,11 +15,11 @@ UDP client does), up to five times.
   ratelimit_udp.py envelope PORT RCPT COUNT           COUNT one-shot messages
       (kind 1) from a@example.net to RCPT: the server's rules form the
       buckets; prints the same four counts
-  ratelimit_udp.py envelope-many PORT NRCPT COUNT     COUNT one-shot
-      messages (kind 1) from a 224-byte sender at 192.0.2.1, each listing
-      the same NRCPT recipients of ~100 bytes (a request of ~1.9 KB for
-      16: the rules can form 64 buckets with long keys from it); prints
-      the same four counts
+  ratelimit_udp.py envelope-many PORT NRCPT COUNT [PREFIX]   COUNT
+      one-shot messages (kind 1) from a 224-byte sender at 192.0.2.1,
+      each listing the same NRCPT recipients of ~100 bytes, PREFIX before
+      each (a request of ~1.9 KB for 16: the rules can form 64 buckets
+      with long keys from it); prints the same four counts
   ratelimit_udp.py dynamic PORT KEY BURST PHASE OUTCOME COUNT SET
       COUNT kind-3 messages (PHASE 1 one-shot, 2 check; OUTCOME 0
       uncertain, 2 spam) with one bucket, dynamic multipliers on and own
@@ -76,6 +76,7 @@ def main():
         key, burst, rate = "", 0.0, 0.0
     elif what == "envelope-many":
         nrcpt, count = int(sys.argv[3]), int(sys.argv[4])
+        prefix = sys.argv[5].encode() if len(sys.argv) > 5 else b""
     elif what == "dynamic":
         key, burst = sys.argv[3], float(sys.argv[4])
         phase, outcome, count, first_set = (int(a) for a in sys.argv[5:9])
@@ -99,7 +100,8 @@ def main():
             rid, d = request(1, item, 1)
         elif what == "envelope-many":
             sender = b"s" * 212 + b"@example.net"
-            rcpts = [(b"rcpt%02d-" % i) + b"r" * 84 + b"@example.net" for i in range(nrcpt)]
+            rcpts = [prefix + (b"rcpt%02d-" % i) + b"r" * (84 - len(prefix)) + b"@example.net"
+                     for i in range(nrcpt)]
             item = bytes([1, 0, 4, 1]) + struct.pack("<H", nrcpt) + bytes([nrcpt, 0]) + struct.pack("<Q", 0)
             item += bytes([192, 0, 2, 1]) + bytes(12)
             item += bytes([len(sender)]) + sender + bytes([0])

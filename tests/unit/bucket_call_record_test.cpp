@@ -49,7 +49,7 @@ BucketRecordHeader header(uint8_t pass = kBucketFirstPass) {
 
 std::vector<uint8_t> encoded(const std::vector<BucketRecordCall>& calls, const BucketRecordHeader& h = header()) {
   std::vector<uint8_t> out(kMaxBucketRecord);
-  out.resize(encode_bucket_record(h, calls.data(), calls.size(), out.data()));
+  out.resize(encode_bucket_record(h, calls.data(), calls.size(), out.data(), out.size()));
   return out;
 }
 
@@ -104,8 +104,8 @@ TEST(BucketCallRecord, a_record_round_trips_field_for_field) {
 TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
   std::vector<uint8_t> out(kMaxBucketRecord);
   const BucketRecordHeader h = header();
-  auto refused = [&](BucketRecordCall c) { return encode_bucket_record(h, &c, 1, out.data()) == 0; };
-  EXPECT_EQ(encode_bucket_record(h, nullptr, 0, out.data()), 0u) << "no calls";
+  auto refused = [&](BucketRecordCall c) { return encode_bucket_record(h, &c, 1, out.data(), out.size()) == 0; };
+  EXPECT_EQ(encode_bucket_record(h, nullptr, 0, out.data(), out.size()), 0u) << "no calls";
   BucketRecordCall c = call("k", BucketOp::check, 0, false);
   EXPECT_FALSE(refused(c));
   c.key = "";
@@ -158,7 +158,7 @@ TEST(BucketCallRecord, the_encoder_refuses_what_no_node_would_decode) {
   EXPECT_TRUE(refused(c)) << "an index past a request's calls";
   // More calls than a request can form.
   std::vector<BucketRecordCall> many(kMaxBucketCalls + 1, call("k", BucketOp::check, 0, false));
-  EXPECT_EQ(encode_bucket_record(h, many.data(), many.size(), out.data()), 0u);
+  EXPECT_EQ(encode_bucket_record(h, many.data(), many.size(), out.data(), out.size()), 0u);
 }
 
 // The largest request a node forms (16 messages of 64 buckets, every key
@@ -177,7 +177,7 @@ TEST(BucketCallRecord, the_largest_request_a_node_forms_is_one_record) {
   }
   const BucketRecordHeader h = header();
   std::vector<uint8_t> out(kMaxBucketRecord);
-  const size_t len = encode_bucket_record(h, calls.data(), calls.size(), out.data());
+  const size_t len = encode_bucket_record(h, calls.data(), calls.size(), out.data(), out.size());
   ASSERT_EQ(len, kMaxBucketRecord) << "the bound is exactly the largest request";
   EXPECT_EQ(bucket_record_size(calls.data(), calls.size()), len);
   BucketRecordHeader back_header;
@@ -193,9 +193,17 @@ TEST(BucketCallRecord, the_largest_request_a_node_forms_is_one_record) {
   // kMaxBucketKey), but not in a record past kMaxBucketRecord.
   const std::string longer = longest + "y";
   calls[0].key = longer;
-  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data()), 0u);
+  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data(), out.size()), 0u);
   calls.resize(2);
-  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data()), bucket_record_size(calls.data(), 2));
+  const size_t two = bucket_record_size(calls.data(), 2);
+  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data(), out.size()), two);
+  // And never past the buffer it is given (a ring slot of 16 KB, say).
+  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data(), two - 1), 0u);
+  EXPECT_EQ(encode_bucket_record(h, calls.data(), calls.size(), out.data(), two), two);
+  // A record longer than any node encodes is refused before it is read.
+  std::vector<uint8_t> past_bound(kMaxBucketRecord + 1);
+  std::copy(out.begin(), out.begin() + two, past_bound.begin());
+  EXPECT_EQ(decode(past_bound), BucketRecordDecode::too_long);
 }
 
 TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
@@ -215,7 +223,12 @@ TEST(BucketCallRecord, every_way_a_record_can_be_wrong_is_refused_by_reason) {
   EXPECT_EQ(with(1, 0), BucketRecordDecode::bad_pass);
   EXPECT_EQ(with(1, 3), BucketRecordDecode::bad_pass);
   EXPECT_EQ(with(2, 0), BucketRecordDecode::bad_count);
-  EXPECT_EQ(with(3, 4), BucketRecordDecode::bad_count) << "1,026 calls";
+  {
+    std::vector<uint8_t> b = good;  // 1,025 calls: one more than a request forms
+    b[2] = 0x01;
+    b[3] = 0x04;
+    EXPECT_EQ(decode(b), BucketRecordDecode::bad_count) << "1,025 calls";
+  }
   EXPECT_EQ(with(2, 3), BucketRecordDecode::too_short) << "a third call that is not there";
   EXPECT_EQ(with(15, 0x7f), BucketRecordDecode::bad_time);
   EXPECT_EQ(with(30, 1), BucketRecordDecode::bad_header);
